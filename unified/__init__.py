@@ -1,0 +1,1 @@
+"""unified: test-time RL for code LLMs with one resident policy and one resident vLLM engine."""
