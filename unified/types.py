@@ -65,3 +65,70 @@ class Sample:
     version: int  # weight version that generated it (staleness = current - version)
     kind: str = ""  # task kind, for per-type metrics
     meta: dict = field(default_factory=dict, compare=False, hash=False)
+
+
+# ---------------------------------------------------------------- pipeline (phases 1-4)
+# Appended by the pipeline; the stages that make and check self-play tasks.
+
+REJECTION_STAGES = ("program", "input", "triple", "task")
+
+
+@dataclass(frozen=True)
+class Program:
+    """A candidate solution of one problem (phase 1). `code` defines `entry_point`."""
+
+    problem_id: str
+    program_id: str  # "Mbpp/2#p0": unique in a round
+    code: str
+    entry_point: str
+    source: str = "model"  # "model" | "canonical" (seed_programs: canonical)
+
+
+@dataclass(frozen=True)
+class IOTriple:
+    """(input, program, output) from one sandboxed run (phase 2); values are Python values."""
+
+    problem_id: str
+    program_id: str
+    args: tuple  # positional arguments of the entry point
+    output: object
+    input_source: str  # "visible" | "proposed"
+
+
+@dataclass(frozen=True)
+class Task:
+    """A self-play task (phase 3): the prompt the policy sees and what its reward checks.
+
+    deduction: `cases` is the one (input, output); the answer is the output.
+    abduction: `cases` is the one (input, output); any input giving the output counts.
+    induction: `shown` pairs are in the prompt, `cases` are the held-out pairs the
+    candidate program must reproduce; `program` is the gold program.
+    """
+
+    task_id: str  # "Mbpp/2:deduction:p0:i3": unique in a round
+    kind: str  # one of TASK_KINDS
+    problem_id: str
+    program_id: str
+    prompt: str  # the user message
+    gold: str  # an answer text that earns reward 1
+    entry_point: str
+    program: str
+    cases: tuple[TestCase, ...]
+    shown: tuple[TestCase, ...] = ()
+    atol: float = 0.0
+
+    @property
+    def messages(self) -> list[dict]:
+        return [{"role": "user", "content": self.prompt}]
+
+
+@dataclass(frozen=True)
+class Rejection:
+    """Why something was dropped in phases 1-4; every drop is one of these."""
+
+    stage: str  # one of REJECTION_STAGES
+    reason: str  # "syntax", "timeout", "nondeterministic", "trivial", ... (pipeline.validate.REASONS)
+    problem_id: str
+    subject: str = ""  # the program/task id, or the input's literal text
+    kind: str = ""  # the task kind for task-stage rejections, else ""
+    detail: str = ""

@@ -1,0 +1,89 @@
+"""Executions per second of `def f(x): return x + 1`: the warm sandbox pool against a naive
+`subprocess.run([sys.executable, "-c", ...])` per call, measured in one run on the same
+machine. The two are interleaved (pool, naive, pool, naive, ...) so that load from other
+processes hits both alike; each figure is the median over the repetitions.
+
+The naive baseline runs its calls one after another, as a plain loop would; the pool
+uses its default size (ExecutorConfig().workers) and every call is still a fresh fork
+with the full isolation (PID namespace, tmpfs, uid drop, rlimits).
+
+    python bench/executor_throughput.py [--reps 5] [--calls 400] [--naive-calls 40]
+
+Writes logs/bench/executor_throughput.json: pooled_per_s, naive_per_s, ratio (+ details).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from unified.pipeline.executor import ExecCall, Executor, ExecutorConfig  # noqa: E402
+
+PROGRAM = "def f(x):\n    return x + 1\n"
+OUT = Path(__file__).resolve().parents[1] / "logs" / "bench" / "executor_throughput.json"
+
+
+def pooled_rate(ex: Executor, n: int) -> float:
+    calls = [ExecCall(PROGRAM, "f", (i,)) for i in range(n)]
+    start = time.perf_counter()
+    results = ex.run_batch(calls)
+    elapsed = time.perf_counter() - start
+    assert all(r.ok and r.value == i + 1 for i, r in enumerate(results)), "pool gave a wrong result"
+    return n / elapsed
+
+
+def naive_rate(n: int) -> float:
+    start = time.perf_counter()
+    for i in range(n):
+        out = subprocess.run([sys.executable, "-c", f"{PROGRAM}print(f({i}))"], capture_output=True, text=True)
+        assert out.stdout.strip() == str(i + 1), "naive run gave a wrong result"
+    return n / (time.perf_counter() - start)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--reps", type=int, default=5)
+    parser.add_argument("--calls", type=int, default=400, help="pooled calls per repetition")
+    parser.add_argument("--naive-calls", type=int, default=40, help="naive calls per repetition")
+    args = parser.parse_args()
+
+    config = ExecutorConfig()
+    pooled, naive = [], []
+    with Executor(config) as ex:
+        pooled_rate(ex, 50)  # warm-up: first forks touch cold pages
+        for rep in range(args.reps):
+            pooled.append(pooled_rate(ex, args.calls))
+            naive.append(naive_rate(args.naive_calls))
+            print(f"rep {rep + 1}/{args.reps}: pooled {pooled[-1]:7.1f}/s   naive {naive[-1]:6.1f}/s", flush=True)
+        isolation = ex.isolation
+
+    result = {
+        "pooled_per_s": round(statistics.median(pooled), 1),
+        "naive_per_s": round(statistics.median(naive), 1),
+        "ratio": round(statistics.median(pooled) / statistics.median(naive), 2),
+        "pooled_runs": [round(x, 1) for x in pooled],
+        "naive_runs": [round(x, 1) for x in naive],
+        "calls_per_rep": {"pooled": args.calls, "naive": args.naive_calls},
+        "workers": config.workers,
+        "cpus": os.cpu_count(),
+        "load_avg_1m": os.getloadavg()[0],
+        "python": platform.python_version(),
+        "isolation": isolation,
+    }
+    OUT.parent.mkdir(parents=True, exist_ok=True)
+    OUT.write_text(json.dumps(result, indent=2) + "\n")
+    print(f"pooled {result['pooled_per_s']}/s  naive {result['naive_per_s']}/s  ratio {result['ratio']}x")
+    print(f"wrote {OUT}")
+
+
+if __name__ == "__main__":
+    main()

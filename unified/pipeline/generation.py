@@ -1,0 +1,73 @@
+"""What the pipeline needs from a text generator, and a scripted one for tests and demos.
+
+The real generator is the resident engine (`unified.trainer.engine.Engine`); the pipeline
+only calls `generate(prompts, sampling)`, so it never imports the trainer beyond the
+`SamplingConfig` value type.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable, Protocol, Sequence
+
+from unified.types import Completion
+
+try:
+    from unified.trainer.engine import SamplingConfig
+except ModuleNotFoundError as exc:  # the engine module is written in parallel; same fields
+    if exc.name not in ("unified.trainer.engine", "unified.trainer"):
+        raise
+
+    @dataclass(frozen=True)
+    class SamplingConfig:  # type: ignore[no-redef]
+        n: int = 1
+        temperature: float = 1.0
+        top_p: float = 1.0
+        max_tokens: int = 128
+        seed: int | None = None
+
+
+Prompt = Sequence[dict]  # chat messages: [{"role": "user", "content": ...}]
+
+
+class Generator(Protocol):
+    def generate(self, prompts: Sequence[str | Prompt], sampling: SamplingConfig) -> list[list[Completion]]:
+        """Per prompt, `sampling.n` completions, in prompt order."""
+        ...
+
+
+def user_message(text: str) -> list[dict]:
+    return [{"role": "user", "content": text}]
+
+
+def prompt_text(prompt: str | Prompt) -> str:
+    """The text of a prompt, whichever form it came in (for scripted generators)."""
+    if isinstance(prompt, str):
+        return prompt
+    return "\n".join(str(m.get("content", "")) for m in prompt)
+
+
+def completion(text: str, version: int = 0) -> Completion:
+    """A Completion with no token data (scripted text)."""
+    return Completion(text=text, prompt_token_ids=(), token_ids=(), logprobs=(), finish_reason="stop", version=version)
+
+
+class ScriptedGenerator:
+    """Answers from a function `(prompt_text, sampling) -> list[str]`; pads/cuts to `n`.
+
+    Records every call in `calls` (prompt texts and sampling) so tests can assert on them.
+    """
+
+    def __init__(self, respond: Callable[[str, SamplingConfig], Sequence[str]]):
+        self.respond = respond
+        self.calls: list[tuple[list[str], SamplingConfig]] = []
+
+    def generate(self, prompts: Sequence[str | Prompt], sampling: SamplingConfig) -> list[list[Completion]]:
+        texts = [prompt_text(p) for p in prompts]
+        self.calls.append((texts, sampling))
+        out = []
+        for text in texts:
+            answers = list(self.respond(text, sampling)) or [""]
+            answers = (answers * sampling.n)[: sampling.n]
+            out.append([completion(a) for a in answers])
+        return out

@@ -1,0 +1,117 @@
+"""Each round's phase 1-4 data as Parquet under `round_<n>/`:
+
+    problems.parquet     problem text, visible examples, baseline pass@1 (hidden tests: count only)
+    programs.parquet     every extracted program, kept or not, with its rejection reason
+    ipo_triples.parquet  (input, program, output) triples
+    tasks.parquet        every candidate task, kept or not, with its rejection reason
+    rejections.parquet   every rejection of the round (all stages), by reason and kind
+
+Python values (arguments, outputs, test cases) are stored as literal text (`to_literal`),
+so pandas and `datasets` read the files without pickles and `read_tasks` gets the values
+back. Schemas are explicit, so an empty round still writes typed files (pandas and
+pyarrow read them; `datasets.Dataset.from_parquet` refuses any file with no rows).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from unified.pipeline.values import from_literal, to_literal
+from unified.types import Task, TestCase
+
+FILES = ("problems", "programs", "ipo_triples", "tasks", "rejections")
+
+_S, _I, _F, _B = pa.string(), pa.int64(), pa.float64(), pa.bool_()
+SCHEMAS = {
+    "problems": [("round", _I), ("task_id", _S), ("benchmark", _S), ("entry_point", _S), ("prompt", _S),
+                 ("visible", _S), ("num_visible", _I), ("num_hidden", _I), ("pass_at_1", _F)],
+    "programs": [("round", _I), ("problem_id", _S), ("program_id", _S), ("source", _S), ("code", _S),
+                 ("kept", _B), ("rejection", _S)],
+    "ipo_triples": [("round", _I), ("problem_id", _S), ("program_id", _S), ("input", _S), ("output", _S),
+                    ("input_source", _S)],
+    "tasks": [("round", _I), ("task_id", _S), ("kind", _S), ("problem_id", _S), ("program_id", _S),
+              ("prompt", _S), ("gold", _S), ("entry_point", _S), ("program", _S), ("cases", _S), ("shown", _S),
+              ("atol", _F), ("kept", _B), ("rejection", _S), ("rejection_detail", _S)],
+    "rejections": [("round", _I), ("stage", _S), ("reason", _S), ("kind", _S), ("problem_id", _S),
+                   ("subject", _S), ("detail", _S)],
+}
+
+
+def _cases_text(cases) -> str:
+    return to_literal(tuple((c.args, c.expected) for c in cases))
+
+
+def _cases(text: str) -> tuple[TestCase, ...]:
+    return tuple(TestCase(tuple(args), expected) for args, expected in from_literal(text))
+
+
+def round_rows(data) -> dict[str, list[dict]]:
+    """Rows per file for a `phases.RoundData`."""
+    n = data.round_index
+    why = {(r.stage, r.subject): r for r in data.rejections}
+    program_why = {r.subject: r.reason for r in data.rejections if r.stage == "program"}
+    hidden = {p.task_id: len(p.hidden) + bool(p.hidden_test_code) for p in data.problems}
+    rows = {
+        "problems": [
+            dict(round=n, task_id=p.task_id, benchmark=p.benchmark, entry_point=p.entry_point, prompt=p.prompt,
+                 visible=_cases_text(p.visible), num_visible=len(p.visible), num_hidden=hidden[p.task_id],
+                 pass_at_1=data.pass_at_1.get(p.task_id))
+            for p in data.problems
+        ],
+        "programs": [
+            dict(round=n, problem_id=p.problem_id, program_id=p.program_id, source=p.source, code=p.code,
+                 kept=p.program_id not in program_why, rejection=program_why.get(p.program_id))
+            for p in data.program_candidates
+        ],
+        "ipo_triples": [
+            dict(round=n, problem_id=t.problem_id, program_id=t.program_id, input=to_literal(t.args),
+                 output=to_literal(t.output), input_source=t.input_source)
+            for t in data.triples
+        ],
+        "tasks": [],
+        "rejections": [
+            dict(round=n, stage=r.stage, reason=r.reason, kind=r.kind, problem_id=r.problem_id, subject=r.subject,
+                 detail=r.detail)
+            for r in data.rejections
+        ],
+    }
+    for t in data.candidate_tasks:
+        r = why.get(("task", t.task_id))
+        rows["tasks"].append(
+            dict(round=n, task_id=t.task_id, kind=t.kind, problem_id=t.problem_id, program_id=t.program_id,
+                 prompt=t.prompt, gold=t.gold, entry_point=t.entry_point, program=t.program,
+                 cases=_cases_text(t.cases), shown=_cases_text(t.shown), atol=t.atol, kept=r is None,
+                 rejection=r.reason if r else None, rejection_detail=r.detail if r else None)
+        )
+    return rows
+
+
+def write_round(round_dir: str | Path, data) -> dict[str, Path]:
+    """Write the five files into `round_dir` (created); returns name -> path."""
+    round_dir = Path(round_dir)
+    round_dir.mkdir(parents=True, exist_ok=True)
+    paths = {}
+    for name, rows in round_rows(data).items():
+        schema = pa.schema(SCHEMAS[name])
+        table = pa.Table.from_pylist(rows, schema=schema)
+        path = round_dir / f"{name}.parquet"
+        tmp = path.with_suffix(".parquet.tmp")
+        pq.write_table(table, tmp)
+        tmp.replace(path)  # readers never see a half-written file
+        paths[name] = path
+    return paths
+
+
+def read_tasks(path: str | Path, kept_only: bool = True) -> list[Task]:
+    """Tasks back from a tasks.parquet (values re-read from their literal text)."""
+    rows = pq.read_table(path).to_pylist()
+    return [
+        Task(task_id=r["task_id"], kind=r["kind"], problem_id=r["problem_id"], program_id=r["program_id"],
+             prompt=r["prompt"], gold=r["gold"], entry_point=r["entry_point"], program=r["program"],
+             cases=_cases(r["cases"]), shown=_cases(r["shown"]), atol=r["atol"])
+        for r in rows
+        if r["kept"] or not kept_only
+    ]

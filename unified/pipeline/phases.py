@@ -1,0 +1,181 @@
+"""Phases 1-4 of a round in one call, and the phase-5 rewards for its rollouts.
+
+    data = run_phases_1_to_4(problems, engine, executor, cfg, round_index, seed)
+    rewards = score_rollouts(data.tasks, completions, executor, cfg)
+
+Three generation calls (greedy pass@1, K programs, proposed inputs) and three executor
+batches (hidden tests, visible check, one run_twice for all program x input pairs).
+`problems` must already carry expected values (`benchmarks.with_expected_outputs`).
+"""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+from dataclasses import dataclass, fields
+from typing import Mapping, Sequence
+
+from unified.pipeline import evaluation, ipo, programs as phase1, tasks as phase3, validate
+from unified.pipeline.generation import Generator, SamplingConfig
+from unified.pipeline.rewards import INDUCTION_REWARDS, score_batch
+from unified.types import TASK_KINDS, Completion, IOTriple, Problem, Program, Rejection, Task
+
+SEED_PROGRAMS = ("none", "canonical")
+
+
+@dataclass(frozen=True)
+class PipelineConfig:
+    """Mirrors configs/pipeline/default.yaml key for key."""
+
+    num_programs: int = 4  # K candidate programs sampled per problem
+    program_temperature: float = 0.8
+    program_max_tokens: int = 256
+    num_proposed_inputs: int = 4  # new inputs asked of the model per problem
+    input_temperature: float = 0.8
+    input_max_tokens: int = 192
+    evaluate_baseline: bool = True  # greedy pass@1 on the hidden tests each round
+    keep_passing_visible: bool = True  # drop programs that fail a visible example
+    seed_programs: str = "none"  # "canonical": add each canonical solution as a program
+    task_types: tuple[str, ...] = TASK_KINDS
+    max_tasks_per_type_per_problem: int | None = 4
+    balance_types: bool = True
+    induction_shown: int = 3  # at most this many pairs shown in an induction prompt; >= 1 held out
+    induction_reward: str = "all"  # "all" | "fraction" of held-out pairs
+    format_penalty: float = -0.5  # reward of an unreadable answer
+    max_output_chars: int = 1000  # longer output literals are rejected
+
+    def __post_init__(self):
+        problems = []
+        if self.seed_programs not in SEED_PROGRAMS:
+            problems.append(f"seed_programs must be one of {SEED_PROGRAMS}, got {self.seed_programs!r}")
+        if not self.task_types or set(self.task_types) - set(TASK_KINDS):
+            problems.append(f"task_types must be a non-empty subset of {TASK_KINDS}, got {list(self.task_types)}")
+        if self.induction_reward not in INDUCTION_REWARDS:
+            problems.append(f"induction_reward must be one of {INDUCTION_REWARDS}, got {self.induction_reward!r}")
+        if self.num_programs < 0 or self.num_proposed_inputs < 0 or self.induction_shown < 1:
+            problems.append("num_programs and num_proposed_inputs must be >= 0, induction_shown >= 1")
+        if problems:
+            raise ValueError("pipeline config: " + "; ".join(problems))
+
+
+def pipeline_config_from(mapping: Mapping) -> PipelineConfig:
+    """Build from a config mapping (a dict or an OmegaConf node); unknown keys are errors."""
+    known = {f.name for f in fields(PipelineConfig)}
+    unknown = sorted(set(mapping) - known)
+    if unknown:
+        raise ValueError(f"pipeline config: unknown key(s) {unknown}; known keys: {sorted(known)}")
+    values = {k: mapping[k] for k in mapping}
+    if "task_types" in values:
+        values["task_types"] = tuple(str(k) for k in values["task_types"])
+    return PipelineConfig(**values)
+
+
+@dataclass(frozen=True)
+class RoundData:
+    """Everything phases 1-4 made in one round. `programs` are the ones used for triples;
+    `program_candidates` every extracted program (the rest were rejected)."""
+
+    round_index: int
+    problems: tuple[Problem, ...]
+    pass_at_1: dict  # task_id -> 1.0 / 0.0, None without hidden tests or when not evaluated
+    program_candidates: tuple[Program, ...]
+    programs: tuple[Program, ...]
+    triples: tuple[IOTriple, ...]
+    candidate_tasks: tuple[Task, ...]
+    tasks: tuple[Task, ...]
+    rejections: tuple[Rejection, ...]
+    timings: dict  # phase name -> seconds
+
+    def rejection_counts(self) -> Counter:
+        """(stage, reason, kind) -> count; kind is "" before tasks exist."""
+        return Counter((r.stage, r.reason, r.kind) for r in self.rejections)
+
+    def kept_per_kind(self) -> dict[str, int]:
+        return {k: sum(t.kind == k for t in self.tasks) for k in TASK_KINDS}
+
+    def generated_per_kind(self) -> dict[str, int]:
+        return {k: sum(t.kind == k for t in self.candidate_tasks) for k in TASK_KINDS}
+
+
+def run_phases_1_to_4(
+    problems: Sequence[Problem], generator: Generator, executor, cfg: PipelineConfig, round_index: int, seed: int = 0
+) -> RoundData:
+    round_seed = seed * 100_003 + round_index  # differs per round, reproducible per run
+    timings, rejections = {}, []
+    clock = time.perf_counter()
+
+    def lap(name: str) -> None:
+        nonlocal clock
+        now = time.perf_counter()
+        timings[name] = now - clock
+        clock = now
+
+    # Phase 1: baseline on hidden tests (evaluation only), then K candidate programs.
+    pass_at_1 = {p.task_id: None for p in problems}
+    if cfg.evaluate_baseline:
+        pass_at_1 = evaluation.pass_at_1(problems, generator, executor.run_batch, cfg.program_max_tokens, round_seed)
+    lap("baseline")
+    candidates: list[Program] = phase1.canonical_programs(problems) if cfg.seed_programs == "canonical" else []
+    if cfg.num_programs > 0:
+        sampling = SamplingConfig(
+            n=cfg.num_programs, temperature=cfg.program_temperature, max_tokens=cfg.program_max_tokens, seed=round_seed
+        )
+        sampled, rej = phase1.generate_programs(problems, generator, sampling)
+        candidates += sampled
+        rejections += rej
+    kept, rej = phase1.deduplicate(candidates)
+    rejections += rej
+    if cfg.keep_passing_visible:
+        kept, rej = phase1.keep_passing_visible(kept, problems, executor.run_batch)
+        rejections += rej
+    lap("phase_1")
+
+    # Phase 2: inputs (visible + proposed), every program on every input, run twice.
+    sampling = SamplingConfig(
+        n=1, temperature=cfg.input_temperature, max_tokens=cfg.input_max_tokens, seed=round_seed + 1
+    )
+    with_programs = [p for p in problems if any(prog.problem_id == p.task_id for prog in kept)]
+    inputs, rej = ipo.propose_inputs(with_programs, generator, sampling, cfg.num_proposed_inputs)
+    rejections += rej
+    triples, rej = ipo.execute(kept, inputs, executor.run_twice, cfg.max_output_chars)
+    rejections += rej
+    lap("phase_2")
+
+    # Phase 3: candidate tasks.
+    candidate_tasks, rej = phase3.build_tasks(problems, kept, triples, cfg.task_types, cfg.induction_shown)
+    rejections += rej
+    lap("phase_3")
+
+    # Phase 4: task-level validation, caps and balance.
+    tasks, rej = validate.validate_tasks(
+        candidate_tasks,
+        triples,
+        cfg.max_tasks_per_type_per_problem,
+        cfg.balance_types,
+        round_seed,
+        cfg.induction_reward,
+    )
+    rejections += rej
+    lap("phase_4")
+
+    return RoundData(
+        round_index=round_index,
+        problems=tuple(problems),
+        pass_at_1=pass_at_1,
+        program_candidates=tuple(candidates),
+        programs=tuple(kept),
+        triples=tuple(triples),
+        candidate_tasks=tuple(candidate_tasks),
+        tasks=tuple(tasks),
+        rejections=tuple(rejections),
+        timings=timings,
+    )
+
+
+def score_rollouts(
+    tasks: Sequence[Task], completions: Sequence[Sequence[Completion | str]], executor, cfg: PipelineConfig
+) -> list[list[tuple[float, str | None]]]:
+    """Per task, per completion: (reward, parse-failure reason or None); one executor batch."""
+    items = [(task, c if isinstance(c, str) else c.text) for task, group in zip(tasks, completions) for c in group]
+    flat = iter(score_batch(items, executor.run_batch, cfg.format_penalty, cfg.induction_reward))
+    return [[next(flat) for _ in group] for group in completions]

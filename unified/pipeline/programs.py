@@ -1,0 +1,138 @@
+"""Phase 1: candidate programs for each problem.
+
+The policy writes K programs per problem (one prompt, n samples). Each completion's code
+is extracted (`extract.extract_program`), must parse and define the entry point, and is
+deduplicated by its AST. Optionally a program must also pass the problem's VISIBLE
+examples (`keep_passing_visible`); hidden tests are never looked at here.
+
+`seed_programs: canonical` adds each problem's canonical solution as one more program:
+the embedded tiny model writes noise, and a demo round needs some programs to build
+tasks from. Such programs carry source="canonical".
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+from unified.pipeline.executor import ExecCall
+from unified.pipeline.extract import code_key, extract_program, import_lines
+from unified.pipeline.generation import Generator, SamplingConfig, user_message
+from unified.pipeline.values import LiteralError, to_literal, values_equal
+from unified.types import Problem, Program, Rejection
+
+MAX_EXAMPLES_SHOWN = 3
+
+
+def _is_code_prompt(problem: Problem) -> bool:
+    """HumanEval-style prompts are a signature with a docstring, not prose."""
+    return f"def {problem.entry_point}(" in problem.prompt
+
+
+def display(value) -> str:
+    """Literal text for prompts; repr for the odd benchmark value with no literal form."""
+    try:
+        return to_literal(value)
+    except LiteralError:
+        return repr(value)
+
+
+def example_lines(problem: Problem, limit: int = MAX_EXAMPLES_SHOWN) -> list[str]:
+    """`>>> f(args)` / expected-value lines of the visible examples."""
+    lines = []
+    for case in problem.visible[:limit]:
+        lines.append(f">>> {problem.entry_point}({', '.join(display(a) for a in case.args)})")
+        if case.expected is not None:
+            lines.append(display(case.expected))
+    return lines
+
+
+def program_prompt(problem: Problem) -> str:
+    if _is_code_prompt(problem):
+        return (
+            "Complete the following Python function.\n\n"
+            f"```python\n{problem.prompt.rstrip()}\n```\n\n"
+            "Answer with the complete function (signature and body) in one ```python code block."
+        )
+    examples = "\n".join(example_lines(problem))
+    return (
+        f"{problem.prompt}\n\n"
+        f"Write a Python function named `{problem.entry_point}`."
+        + (f" Examples:\n{examples}\n\n" if examples else "\n\n")
+        + "Answer with the complete function in one ```python code block."
+    )
+
+
+def with_prompt_imports(problem: Problem, code: str) -> str:
+    """Prefix the imports a code prompt declares (HumanEval's `from typing import List`),
+    which a model's answer often leaves out."""
+    missing = [line for line in import_lines(problem.prompt) if line and line not in code]
+    return "\n".join(missing + [code]) if missing else code
+
+
+def generate_programs(
+    problems: Sequence[Problem], generator: Generator, sampling: SamplingConfig
+) -> tuple[list[Program], list[Rejection]]:
+    """K completions per problem -> programs that parse and define the entry point."""
+    outputs = generator.generate([user_message(program_prompt(p)) for p in problems], sampling)
+    programs, rejections = [], []
+    for problem, completions in zip(problems, outputs):
+        for i, comp in enumerate(completions):
+            pid = f"{problem.task_id}#p{i}"
+            code, reason = extract_program(comp.text, problem.entry_point)
+            if code is None:
+                rejections.append(Rejection("program", reason, problem.task_id, pid, detail=comp.text[:200]))
+                continue
+            programs.append(Program(problem.task_id, pid, with_prompt_imports(problem, code), problem.entry_point))
+    return programs, rejections
+
+
+def canonical_programs(problems: Sequence[Problem]) -> list[Program]:
+    """Each problem's canonical solution as a program (seed_programs: canonical)."""
+    out = []
+    for p in problems:
+        if not p.canonical_solution:
+            continue
+        code, _ = extract_program(p.canonical_solution, p.entry_point)
+        pid = f"{p.task_id}#canonical"
+        out.append(Program(p.task_id, pid, code or p.canonical_solution, p.entry_point, source="canonical"))
+    return out
+
+
+def deduplicate(programs: Sequence[Program]) -> tuple[list[Program], list[Rejection]]:
+    """Keep the first of programs with the same AST within a problem."""
+    seen, kept, rejections = set(), [], []
+    for prog in programs:
+        key = (prog.problem_id, code_key(prog.code))
+        if key in seen:
+            rejections.append(Rejection("program", "duplicate", prog.problem_id, prog.program_id))
+            continue
+        seen.add(key)
+        kept.append(prog)
+    return kept, rejections
+
+
+def keep_passing_visible(
+    programs: Sequence[Program], problems: Sequence[Problem], run_batch
+) -> tuple[list[Program], list[Rejection]]:
+    """Programs that return every visible example's expected value (examples without an
+    expected value are not checked)."""
+    by_id = {p.task_id: p for p in problems}
+    calls, owner = [], []
+    for i, prog in enumerate(programs):
+        for case in by_id[prog.problem_id].visible:
+            if case.expected is not None:
+                calls.append(ExecCall(prog.code, prog.entry_point, case.args))
+                owner.append((i, case))
+    results = run_batch(calls) if calls else []
+    failed: dict[int, str] = {}
+    for (i, case), result in zip(owner, results):
+        atol = by_id[programs[i].problem_id].atol
+        if i not in failed and not (result.ok and values_equal(result.value, case.expected, atol=atol)):
+            got = result.error if not result.ok else f"{display(case.args)} -> {display(result.value)}"
+            failed[i] = got[:200]
+    kept = [p for i, p in enumerate(programs) if i not in failed]
+    rejections = [
+        Rejection("program", "fails_visible", programs[i].problem_id, programs[i].program_id, detail=detail)
+        for i, detail in failed.items()
+    ]
+    return kept, rejections

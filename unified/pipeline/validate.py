@@ -1,0 +1,136 @@
+"""Phase 4: which candidate tasks are kept, and a counted reason for every one that is not.
+
+Execution checks (runs, deterministic across two runs, time, memory, banned code, output
+size, literal round trip) already happened per (program, input) in phase 2's single
+`run_twice` batch; those rejections have stage "triple". This module does the task-level
+checks, in order:
+  trivial        output None; abduction on a program that returns the same value for
+                 every input (any input works); induction whose pairs all share one output
+  duplicate      same kind and same prompt as an earlier task
+  gold_mismatch  the task's own gold answer, read back through the reward parser and
+                 scored against the known outputs, does not earn 1 (e.g. a string output
+                 containing "</answer>")
+  over_cap       more than `max_per_type_per_problem` of one kind for one problem
+                 (a seeded random subset is kept)
+  balance        trimmed so every kind present keeps the same count (problems round-robin)
+"""
+
+from __future__ import annotations
+
+import random
+from collections import defaultdict
+from typing import Sequence
+
+from unified.pipeline.executor import ExecResult
+from unified.pipeline.extract import code_key
+from unified.pipeline.rewards import parse_answer, reward_from_results
+from unified.pipeline.values import values_equal
+from unified.types import TASK_KINDS, IOTriple, Rejection, Task
+
+REASONS = {
+    "program": ("no_code", "syntax", "no_entry_point", "duplicate", "fails_visible"),
+    "input": ("no_inputs", "syntax", "not_a_literal", "wrong_arity", "unserialisable", "duplicate"),
+    "triple": (
+        "runtime_error", "timeout", "memory", "banned", "crashed", "nondeterministic", "output_too_large",
+        "unserialisable",
+    ),
+    "task": ("too_few_pairs", "trivial", "duplicate", "gold_mismatch", "over_cap", "balance"),
+}
+
+
+def _outputs_by_program(triples: Sequence[IOTriple]) -> dict[str, list]:
+    out: dict[str, list] = defaultdict(list)
+    for t in triples:
+        out[t.program_id].append(t.output)
+    return out
+
+
+def _all_same(values: Sequence) -> bool:
+    return len(values) >= 2 and all(values_equal(v, values[0]) for v in values[1:])
+
+
+def is_trivial(task: Task, program_outputs: Sequence) -> bool:
+    if task.kind == "induction":
+        return _all_same([c.expected for c in task.shown + task.cases])
+    if task.cases[0].expected is None:
+        return True
+    return task.kind == "abduction" and _all_same(program_outputs)
+
+
+def gold_earns_one(task: Task, induction_reward: str = "all") -> bool:
+    """Score the gold answer through the reward path; the sandbox results it would get are
+    known from phase 2 (the gold program/arguments are the ones that produced the outputs)."""
+    parsed, reason = parse_answer(task, task.gold)
+    if reason is not None:
+        return False
+    if task.kind == "abduction" and not values_equal(parsed, task.cases[0].args):
+        return False
+    if task.kind == "induction" and code_key(parsed) != code_key(task.program):
+        return False
+    known = [ExecResult(status="ok", value=c.expected) for c in task.cases]
+    return reward_from_results(task, parsed, known, induction_reward) == 1.0
+
+
+def _round_robin(tasks: Sequence[Task]) -> list[Task]:
+    """Interleave problems so a cut keeps every problem represented."""
+    groups: dict[str, list[Task]] = defaultdict(list)
+    for t in tasks:
+        groups[t.problem_id].append(t)
+    order, queues = [], list(groups.values())
+    while any(queues):
+        for q in queues:
+            if q:
+                order.append(q.pop(0))
+    return order
+
+
+def validate_tasks(
+    tasks: Sequence[Task],
+    triples: Sequence[IOTriple],
+    max_per_type_per_problem: int | None,
+    balance_types: bool,
+    seed: int = 0,
+    induction_reward: str = "all",
+) -> tuple[list[Task], list[Rejection]]:
+    """Kept tasks (input order) and one Rejection per dropped task."""
+    outputs = _outputs_by_program(triples)
+    rejected: dict[str, tuple[str, str]] = {}
+    seen_prompts = set()
+    for task in tasks:
+        if is_trivial(task, outputs.get(task.program_id, [])):
+            rejected[task.task_id] = ("trivial", "")
+        elif (task.kind, task.prompt) in seen_prompts:
+            rejected[task.task_id] = ("duplicate", "")
+        elif not gold_earns_one(task, induction_reward):
+            rejected[task.task_id] = ("gold_mismatch", task.gold[:200])
+        seen_prompts.add((task.kind, task.prompt))
+
+    rng = random.Random(seed)
+    alive = [t for t in tasks if t.task_id not in rejected]
+    if max_per_type_per_problem is not None:
+        groups: dict[tuple[str, str], list[Task]] = defaultdict(list)
+        for t in alive:
+            groups[(t.problem_id, t.kind)].append(t)
+        for group in groups.values():
+            rng.shuffle(group)
+            for t in group[max_per_type_per_problem:]:
+                rejected[t.task_id] = ("over_cap", "")
+        alive = [t for t in alive if t.task_id not in rejected]
+    if balance_types:
+        per_kind = {k: [t for t in alive if t.kind == k] for k in TASK_KINDS}
+        present = [len(v) for v in per_kind.values() if v]
+        target = min(present) if present else 0
+        for kind_tasks in per_kind.values():
+            shuffled = list(kind_tasks)
+            rng.shuffle(shuffled)
+            for t in _round_robin(shuffled)[target:]:
+                rejected[t.task_id] = ("balance", "")
+
+    kept = [t for t in tasks if t.task_id not in rejected]
+    rejections = [
+        Rejection("task", reason, t.problem_id, t.task_id, t.kind, detail)
+        for t in tasks
+        if t.task_id in rejected
+        for reason, detail in [rejected[t.task_id]]
+    ]
+    return kept, rejections

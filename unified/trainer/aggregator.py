@@ -1,0 +1,264 @@
+"""The aggregator: the old HTTP orchestrator's semantics, in process, with no server.
+
+    micro-batch backward --(accum_steps)--> one gradient contribution, tagged with the
+    oldest weight version among its samples --(update_steps)--> average the contributions,
+    clip the global grad norm, NaN/inf guard, AdamW step, version += 1, push the new
+    weights into the resident engine, optionally keep the last K snapshots on disk.
+
+Global batch = micro_batch x world_size x accum_steps x update_steps samples. Ranks are
+averaged by FSDP2's gradient reduce-scatter in every backward; contributions are averaged
+here (gradients summed, then divided by their count at the step). A micro-batch loss is
+expected to be normalised over its contribution (see `losses.ppo_loss`), so a
+contribution's gradient is the gradient of its mean loss.
+
+Staleness (current version - sample version) is checked per sample before its forward
+(`filter_stale`); gradients already summed cannot be taken apart again, so there is no
+per-contribution drop at step time.
+
+A non-finite global grad norm skips the step: counted, gradients zeroed, weights and
+optimizer state untouched, version unchanged.
+
+Checkpoints: `state_dict()` is the aggregator's own small state (version and counters).
+The optimizer state is separate (`optimizer_state_dict()`): it is large and gathered
+collectively, and the caller writes it next to the weights. Gradients of pending
+contributions are never saved: checkpoint after a flush (`train_on_samples` flushes).
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from pathlib import Path
+from typing import Sequence
+
+import torch
+import torch.distributed as dist
+from torch.distributed.tensor import DTensor
+
+from unified.trainer.distributed import all_reduce_int, world_size
+from unified.trainer.engine import Engine, PushResult
+from unified.trainer.policy import Policy
+from unified.types import Sample
+
+log = logging.getLogger("unified")
+
+COUNTERS = (
+    "version", "global_step", "total_contributions", "total_micro_batches", "dropped_stale",
+    "skipped_nonfinite", "pushes", "failed_pushes", "last_push_s", "last_grad_norm",
+)
+
+
+class StepResult:
+    """What one `_step` did. `stepped=False`: skipped for a non-finite gradient."""
+
+    def __init__(self, stepped: bool, version: int, grad_norm: float, push: PushResult | None):
+        self.stepped, self.version, self.grad_norm, self.push = stepped, version, grad_norm, push
+
+    def __repr__(self) -> str:
+        return f"StepResult(stepped={self.stepped}, version={self.version}, grad_norm={self.grad_norm:.4g})"
+
+
+class Aggregator:
+    def __init__(
+        self,
+        policy: Policy,
+        optimizer: torch.optim.Optimizer,
+        engine: Engine | None,
+        *,
+        accum_steps: int = 1,
+        update_steps: int = 1,
+        grad_clip: float = 1.0,
+        max_staleness: int = 1,
+        micro_batch_size: int = 1,
+        keep_last_versions: int = 0,
+        snapshot_dir: str | Path | None = None,
+        push_retries: int = 1,
+    ):
+        if accum_steps < 1 or update_steps < 1:
+            raise ValueError("accum_steps and update_steps must be >= 1")
+        if keep_last_versions > 0 and snapshot_dir is None:
+            raise ValueError("keep_last_versions > 0 needs a snapshot_dir")
+        self.policy, self.optimizer, self.engine = policy, optimizer, engine
+        self.accum_steps, self.update_steps = accum_steps, update_steps
+        self.grad_clip, self.max_staleness = grad_clip, max_staleness
+        self.micro_batch_size = micro_batch_size
+        self.keep_last_versions = keep_last_versions
+        self.snapshot_dir = Path(snapshot_dir) if snapshot_dir is not None else None
+        self.push_retries = push_retries
+        for key in COUNTERS:
+            setattr(self, key, 0)
+        self.last_push_s = self.last_grad_norm = 0.0
+        self.open_micro_batches = 0  # in the contribution being built
+        self.pending_contributions = 0
+        self._open_versions: list[int] = []
+        self.pending_versions: list[int] = []  # one tag per pending contribution
+
+    # ------------------------------------------------------------ staleness
+    def staleness(self, version: int) -> int:
+        return self.version - version
+
+    def filter_stale(self, samples: Sequence[Sample]) -> list[Sample]:
+        """Samples generated at most `max_staleness` versions ago; the rest are counted."""
+        kept = [s for s in samples if self.staleness(s.version) <= self.max_staleness]
+        self.dropped_stale += len(samples) - len(kept)
+        return kept
+
+    # ------------------------------------------------------------ gradients
+    def backward(self, loss: torch.Tensor, version: int | None = None) -> StepResult | None:
+        """Backpropagate one micro-batch loss (`version`: oldest version among its samples,
+        None for a padding batch). Returns the step result when this completed a step."""
+        loss.backward()
+        self.open_micro_batches += 1
+        self.total_micro_batches += 1
+        if version is not None:
+            self._open_versions.append(version)
+        if self.open_micro_batches == self.accum_steps:
+            self._close_contribution()
+        if self.pending_contributions == self.update_steps:
+            return self._step()
+        return None
+
+    def flush(self) -> StepResult | None:
+        """Step now on whatever is pending (a partial contribution counts as one)."""
+        if self.open_micro_batches:
+            self._close_contribution()
+        return self._step() if self.pending_contributions else None
+
+    def _close_contribution(self) -> None:
+        tag = min(self._open_versions) if self._open_versions else self.version
+        self.pending_versions.append(tag)
+        self.pending_contributions += 1
+        self.total_contributions += 1
+        self.open_micro_batches, self._open_versions = 0, []
+
+    def _params(self) -> list[torch.nn.Parameter]:
+        return [p for p in self.policy.parameters() if p.grad is not None]
+
+    def _step(self) -> StepResult:
+        params = self._params()
+        count = self.pending_contributions
+        self.pending_contributions, self.pending_versions = 0, []
+        with torch.no_grad():
+            for p in params:  # the average of the contributions
+                p.grad.div_(count)
+        max_norm = self.grad_clip if self.grad_clip > 0 else math.inf
+        norm = torch.nn.utils.clip_grad_norm_(params, max_norm) if params else torch.tensor(0.0)
+        # DTensor grads give the true global norm (all ranks agree, so they skip together)
+        norm = float((norm.full_tensor() if isinstance(norm, DTensor) else norm).item())
+        self.last_grad_norm = norm
+        if not math.isfinite(norm):
+            self.skipped_nonfinite += 1
+            self.optimizer.zero_grad(set_to_none=True)
+            log.warning("non-finite gradient norm (%s): step skipped, weights unchanged", norm)
+            return StepResult(False, self.version, norm, None)
+        self.optimizer.step()
+        self.optimizer.zero_grad(set_to_none=True)
+        self.version += 1
+        self.global_step += 1
+        return StepResult(True, self.version, norm, self._publish())
+
+    # ------------------------------------------------------------ weights out
+    def sync_engine(self) -> PushResult | None:
+        """Push the current weights as the current version (after a resume, for example)."""
+        return self._publish()
+
+    def _publish(self) -> PushResult | None:
+        if self.engine is None and self.keep_last_versions <= 0:
+            return None
+        state = self.policy.full_state_dict() if self.keep_last_versions > 0 else None
+        if self.keep_last_versions > 0:
+            self._snapshot(state)
+        if self.engine is None:
+            return None
+        for attempt in range(self.push_retries + 1):
+            weights = state.items() if state is not None else self.policy.named_full_weights()
+            result = self.engine.push(weights, self.version)
+            self.last_push_s = result.seconds
+            # ranks agree on success, so a retry (a collective gather) happens on all of them
+            if all_reduce_int(int(result.ok), "min") == 1:
+                self.pushes += 1
+                return result
+            self.failed_pushes += 1
+            log.warning("push of version %d failed (attempt %d): %s", self.version, attempt + 1, result.error)
+        raise RuntimeError(f"engine push of version {self.version} failed {self.push_retries + 1} times: {result.error}")
+
+    def _snapshot(self, state: dict[str, torch.Tensor]) -> None:
+        from safetensors.torch import save_file
+
+        if dist.is_initialized() and dist.get_rank() != 0:
+            return
+        self.snapshot_dir.mkdir(parents=True, exist_ok=True)
+        contiguous = {k: v.contiguous() for k, v in state.items()}
+        save_file(contiguous, self.snapshot_dir / f"version_{self.version:06d}.safetensors", metadata={"format": "pt"})
+        for old in sorted(self.snapshot_dir.glob("version_*.safetensors"))[: -self.keep_last_versions]:
+            old.unlink()
+
+    # ------------------------------------------------------------ reporting and state
+    def stats(self) -> dict:
+        """What the orchestrator's /stats reported, plus the in-process counters."""
+        return {
+            "global_step": self.global_step,
+            "version": self.version,
+            "pending_contributions": self.pending_contributions,
+            "update_steps": self.update_steps,
+            "accum_steps": self.accum_steps,
+            "total_contributions": self.total_contributions,
+            "queue_size": self.open_micro_batches,  # micro-batches in the unfinished contribution
+            "global_batch_size": self.micro_batch_size * world_size() * self.accum_steps * self.update_steps,
+            "dropped_stale": self.dropped_stale,
+            "skipped_nonfinite": self.skipped_nonfinite,
+            "pushes": self.pushes,
+            "failed_pushes": self.failed_pushes,
+            "last_push_s": self.last_push_s,
+            "last_grad_norm": self.last_grad_norm,
+        }
+
+    def state_dict(self) -> dict:
+        state = {key: getattr(self, key) for key in COUNTERS}
+        state.update(pending_contributions=self.pending_contributions, open_micro_batches=self.open_micro_batches)
+        return state
+
+    def load_state_dict(self, state: dict) -> None:
+        for key in COUNTERS:
+            setattr(self, key, state[key])
+        if state.get("pending_contributions") or state.get("open_micro_batches"):
+            # their gradients are not in a checkpoint; resuming starts a fresh contribution
+            log.warning("checkpoint had pending gradient contributions; they are discarded")
+        self.pending_contributions, self.open_micro_batches = 0, 0
+        self._open_versions, self.pending_versions = [], []
+
+    def optimizer_state_dict(self) -> dict:
+        """Full optimizer state (collective; complete on rank 0)."""
+        return self.policy.optimizer_state(self.optimizer)
+
+    def load_optimizer_state_dict(self, state: dict) -> None:
+        self.policy.load_optimizer_state(self.optimizer, state)
+
+
+def build_aggregator(
+    algorithm_cfg, policy: Policy, engine: Engine | None, *, snapshot_dir: str | Path | None = None
+) -> Aggregator:
+    """Config -> AdamW + Aggregator. Checks that mini_batch_size (per-rank samples per
+    optimizer step) agrees with micro_batch_size x accum_steps x update_steps."""
+    a = algorithm_cfg
+    per_step = a.micro_batch_size * a.accum_steps * a.update_steps
+    if a.get("mini_batch_size") not in (None, per_step):
+        raise ValueError(
+            f"algorithm.mini_batch_size={a.mini_batch_size} but micro_batch_size x accum_steps x "
+            f"update_steps = {a.micro_batch_size}x{a.accum_steps}x{a.update_steps} = {per_step}"
+        )
+    optimizer = torch.optim.AdamW(
+        policy.parameters(), lr=a.lr, weight_decay=a.weight_decay, betas=tuple(a.get("betas", (0.9, 0.999)))
+    )
+    return Aggregator(
+        policy,
+        optimizer,
+        engine,
+        accum_steps=a.accum_steps,
+        update_steps=a.update_steps,
+        grad_clip=a.grad_clip,
+        max_staleness=a.max_staleness,
+        micro_batch_size=a.micro_batch_size,
+        keep_last_versions=a.keep_last_versions,
+        snapshot_dir=snapshot_dir,
+    )

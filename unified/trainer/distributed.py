@@ -1,0 +1,104 @@
+"""The process group: created first, before the engine, and checked after it.
+
+Order matters (measured, see notes/platform-findings.md): vLLM reuses an existing default
+process group, but if `LLM()` comes first then at world size 1 a later
+`init_process_group` fails, and under torchrun every rank silently gets its own world of
+size 1 (no gradient sync at all). So the round loop calls `init_distributed()` first and
+`assert_world_size()` after building the engine.
+
+The same code runs at world size 1 (a single-process gloo group on a free local port),
+under torchrun on CPU (gloo) and on GPUs (NCCL; a gloo side group for small CPU reductions).
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+from dataclasses import dataclass
+
+import torch
+import torch.distributed as dist
+
+
+@dataclass(frozen=True)
+class DistInfo:
+    rank: int
+    world_size: int
+    local_rank: int
+    device: torch.device
+
+    @property
+    def is_main(self) -> bool:
+        return self.rank == 0
+
+
+def resolve_device(device: str = "auto") -> torch.device:
+    if device == "auto":
+        device = "cuda" if torch.cuda.is_available() else "cpu"
+    if device not in ("cpu", "cuda"):
+        raise ValueError(f"device must be auto, cpu or cuda, got {device!r}")
+    if device == "cuda" and not torch.cuda.is_available():
+        raise ValueError("device=cuda but no CUDA GPU is visible")
+    return torch.device(device)
+
+
+def _free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def init_distributed(device: str = "auto") -> DistInfo:
+    """Create the default process group if none exists (idempotent); returns who we are."""
+    dev = resolve_device(device)
+    local_rank = int(os.environ.get("LOCAL_RANK", 0))
+    if dev.type == "cuda":
+        torch.cuda.set_device(local_rank)
+        dev = torch.device("cuda", local_rank)
+    if not dist.is_initialized():
+        if "WORLD_SIZE" not in os.environ:  # plain `python ...`: a world of one
+            os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
+            os.environ.setdefault("MASTER_PORT", str(_free_port()))
+            os.environ.update(RANK="0", WORLD_SIZE="1", LOCAL_RANK="0")
+        dist.init_process_group(backend="nccl" if dev.type == "cuda" else "gloo")
+    return DistInfo(dist.get_rank(), dist.get_world_size(), local_rank, dev)
+
+
+def assert_world_size() -> None:
+    """Call after the engine exists: fails if it replaced or split the process group."""
+    expected = int(os.environ.get("WORLD_SIZE", 1))
+    if not dist.is_initialized():
+        raise RuntimeError("no process group: call init_distributed() before building the engine")
+    got = dist.get_world_size()
+    if got != expected:
+        raise RuntimeError(
+            f"process group has world size {got}, launcher says {expected}: the engine was "
+            "created before init_distributed() (each rank would train alone)"
+        )
+
+
+def world_size() -> int:
+    return dist.get_world_size() if dist.is_initialized() else 1
+
+
+def all_reduce_int(value: int, op: str = "max") -> int:
+    """Agree on one integer across ranks (e.g. how many micro-batches every rank runs)."""
+    if world_size() == 1:
+        return int(value)
+    t = torch.tensor([int(value)], dtype=torch.int64)
+    red = {"max": dist.ReduceOp.MAX, "min": dist.ReduceOp.MIN, "sum": dist.ReduceOp.SUM}[op]
+    dist.all_reduce(t, op=red, group=_cpu_group())
+    return int(t.item())
+
+
+_CPU_GROUP = None
+
+
+def _cpu_group():
+    """The default group when it is gloo; else a gloo group for small CPU reductions."""
+    global _CPU_GROUP
+    if "gloo" in str(dist.get_backend()):
+        return None
+    if _CPU_GROUP is None:
+        _CPU_GROUP = dist.new_group(backend="gloo")
+    return _CPU_GROUP

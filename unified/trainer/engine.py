@@ -1,0 +1,233 @@
+"""The resident rollout engine: built once per process, weights pushed into it in place.
+
+`build_engine` picks a backend (`vllm_cpu`, `vllm`, `hf`) and returns an `Engine`. All
+backends share this file's behaviour: prompts are tokenised here (a string as raw text,
+a list of {"role", "content"} messages through the tokenizer's chat template), every
+completion carries its token ids, the behaviour log-prob of each sampled token (of the
+*processed* distribution, i.e. after temperature/top-p, the one the tokens were drawn
+from) and the weight version that produced it; generation errors are retried with
+exponential back-off; a push that fails is reported, never raised.
+
+Creating an engine is expensive and, for vLLM, tied to the process group, so a process
+gets one: a second `build_engine` raises unless `allow_another=True` (bench code does
+that on purpose for its "restart" baseline). `engine_creations()` counts them all.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass
+from typing import Iterable, Iterator, Sequence
+
+import torch
+
+from unified.types import Completion
+
+log = logging.getLogger("unified")
+
+Prompt = str | Sequence[dict]
+Weights = Iterable[tuple[str, torch.Tensor]]
+BACKENDS = ("vllm_cpu", "vllm", "hf")
+
+_CREATIONS = 0
+_CURRENT: "Engine | None" = None
+
+
+def engine_creations() -> int:
+    """How many engines this process has built (the run logs it; it must stay 1)."""
+    return _CREATIONS
+
+
+def current_engine() -> "Engine | None":
+    """The engine this process built last, if any (lets tests and tools share it)."""
+    return _CURRENT
+
+
+@dataclass(frozen=True)
+class SamplingConfig:
+    n: int = 1
+    temperature: float = 1.0  # 0: greedy
+    top_p: float = 1.0
+    max_tokens: int = 128
+    seed: int | None = None  # prompt i is sampled with seed + i
+
+
+@dataclass(frozen=True)
+class PushResult:
+    ok: bool
+    seconds: float
+    error: str = ""
+
+
+class Engine:
+    """Backend-independent part. Subclasses implement `_generate_ids` and `_load`."""
+
+    def __init__(self, tokenizer, max_model_len: int, retries: int, retry_backoff_s: float):
+        self.tokenizer = tokenizer
+        self.max_model_len = max_model_len
+        self.retries = retries
+        self.retry_backoff_s = retry_backoff_s
+        self.version = 0
+        self.healthy = True  # False after a failed push until a push succeeds
+        self.pushes = 0
+        self.failed_pushes = 0
+
+    @property
+    def creations(self) -> int:
+        return engine_creations()
+
+    # ---------------------------------------------------------------- generation
+    def encode(self, prompt: Prompt) -> list[int]:
+        if isinstance(prompt, str):
+            return list(self.tokenizer(prompt)["input_ids"])
+        text = self.tokenizer.apply_chat_template(
+            [dict(m) for m in prompt], tokenize=False, add_generation_prompt=True
+        )
+        return list(self.tokenizer(text, add_special_tokens=False)["input_ids"])
+
+    def generate(self, prompts: Sequence[Prompt], sampling: SamplingConfig) -> list[list[Completion]]:
+        """Per prompt, `sampling.n` completions. A prompt too long for the context gets
+        `finish_reason="error"` completions instead of failing the whole batch."""
+        if not self.healthy:
+            raise RuntimeError("engine weights are invalid after a failed push; push again first")
+        ids = [self.encode(p) for p in prompts]
+        fits = [i for i, p in enumerate(ids) if len(p) < self.max_model_len]
+        seeds = [None if sampling.seed is None else sampling.seed + i for i in fits]
+        raw = self._with_retries([ids[i] for i in fits], sampling, seeds) if fits else []
+        out: list[list[Completion]] = []
+        by_index = dict(zip(fits, raw))
+        for i, p in enumerate(ids):
+            if i not in by_index:
+                err = Completion("", tuple(p), (), (), "error", self.version)
+                out.append([err] * sampling.n)
+                continue
+            out.append([self._completion(p, t, lp, fr) for t, lp, fr in by_index[i]])
+        return out
+
+    def _completion(self, prompt_ids, token_ids, logprobs, finish_reason) -> Completion:
+        text = self.tokenizer.decode(list(token_ids), skip_special_tokens=True)
+        return Completion(
+            text, tuple(prompt_ids), tuple(token_ids), tuple(logprobs), finish_reason, self.version
+        )
+
+    def _with_retries(self, prompt_ids, sampling, seeds):
+        for attempt in range(self.retries + 1):
+            try:
+                return self._generate_ids(prompt_ids, sampling, seeds)
+            except Exception as exc:  # noqa: BLE001 - any backend error is retried, then raised
+                self._after_error()
+                if attempt == self.retries:
+                    raise RuntimeError(f"generation failed after {attempt + 1} attempts: {exc}") from exc
+                wait = self.retry_backoff_s * 2**attempt
+                log.warning("generation failed (%s); retry %d/%d in %.2fs", exc, attempt + 1, self.retries, wait)
+                time.sleep(wait)
+
+    def _generate_ids(self, prompt_ids, sampling, seeds):
+        """-> per prompt, n tuples (token_ids, logprobs, finish_reason)."""
+        raise NotImplementedError
+
+    def _after_error(self) -> None:
+        """Clean up after a failed generate (e.g. abort requests left in the engine)."""
+
+    # ---------------------------------------------------------------- weights
+    def push(self, weights: Weights, version: int) -> PushResult:
+        """Load new weights in place (HF parameter names) and tag later samples `version`.
+
+        The iterator is always consumed to the end, even on failure: under FSDP it yields
+        all-gathered tensors, and a rank that stopped early would hang the others."""
+        t0 = time.perf_counter()
+        it = iter(weights)
+        try:
+            self._load(it)
+        except Exception as exc:  # noqa: BLE001 - reported to the caller, not raised
+            for _ in it:
+                pass
+            self.healthy = False
+            self.failed_pushes += 1
+            log.error("weight push for version %d failed: %s", version, exc)
+            return PushResult(False, time.perf_counter() - t0, f"{type(exc).__name__}: {exc}")
+        self.version = version
+        self.healthy = True
+        self.pushes += 1
+        return PushResult(True, time.perf_counter() - t0)
+
+    def _load(self, weights: Iterator[tuple[str, torch.Tensor]]) -> None:
+        raise NotImplementedError
+
+    def close(self) -> None:
+        """Release the engine. For vLLM this also destroys the default process group."""
+
+
+def build_engine(
+    backend: str,
+    model_path: str,
+    *,
+    dtype: str = "auto",
+    max_model_len: int = 1024,
+    seed: int = 0,
+    kv_cache_gib: float = 1.0,
+    gpu_memory_utilization: float = 0.4,
+    tensor_parallel_size: int = 1,
+    retries: int = 3,
+    retry_backoff_s: float = 0.5,
+    allow_another: bool = False,
+) -> Engine:
+    """The process's engine. The process group must exist first (`init_distributed`)."""
+    global _CREATIONS, _CURRENT
+    if backend not in BACKENDS:
+        raise ValueError(f"unknown rollout backend {backend!r}; choose one of {', '.join(BACKENDS)}")
+    if _CREATIONS and not allow_another:
+        raise RuntimeError(
+            f"an engine already exists in this process (creations={_CREATIONS}); the engine is "
+            "resident: reuse it, or pass allow_another=True to create another on purpose"
+        )
+    common = dict(max_model_len=max_model_len, retries=retries, retry_backoff_s=retry_backoff_s)
+    if backend == "hf":
+        from unified.trainer.engine_hf import HFEngine
+
+        engine: Engine = HFEngine(model_path, dtype=dtype, seed=seed, **common)
+    else:
+        from unified.trainer.engine_vllm import VLLMEngine
+
+        engine = VLLMEngine(
+            model_path,
+            on_cpu=backend == "vllm_cpu",
+            dtype=dtype,
+            seed=seed,
+            kv_cache_gib=kv_cache_gib,
+            gpu_memory_utilization=gpu_memory_utilization,
+            tensor_parallel_size=tensor_parallel_size,
+            **common,
+        )
+    _CREATIONS += 1
+    _CURRENT = engine
+    log.info("engine created: backend=%s model=%s (creations=%d)", backend, model_path, _CREATIONS)
+    return engine
+
+
+def build_engine_from_config(rollout_cfg, model_path: str, *, dtype: str, seed: int, allow_another: bool = False) -> Engine:
+    """Config -> plain arguments (the round loop's entry point)."""
+    return build_engine(
+        rollout_cfg.backend,
+        model_path,
+        dtype=dtype,
+        max_model_len=rollout_cfg.max_model_len,
+        seed=seed,
+        kv_cache_gib=rollout_cfg.kv_cache_gib,
+        gpu_memory_utilization=rollout_cfg.gpu_memory_utilization,
+        tensor_parallel_size=rollout_cfg.tensor_parallel_size,
+        retries=rollout_cfg.retries,
+        retry_backoff_s=rollout_cfg.retry_backoff_s,
+        allow_another=allow_another,
+    )
+
+
+def sampling_from_config(rollout_cfg, seed: int | None = None) -> SamplingConfig:
+    return SamplingConfig(
+        n=rollout_cfg.n,
+        temperature=rollout_cfg.temperature,
+        top_p=rollout_cfg.top_p,
+        max_tokens=rollout_cfg.max_tokens,
+        seed=seed,
+    )

@@ -1,0 +1,100 @@
+"""The `transformers.generate` fallback engine: same interface, no vLLM needed.
+
+Slower than vLLM (no paged KV cache, padded batches) but it runs anywhere `transformers`
+does. Behaviour log-probs come from the processed scores (after temperature/top-p), the
+distribution the tokens were drawn from, like vLLM's `processed_logprobs`. A push loads
+into the engine's own copy of the model; it is checked in full (names, shapes, finite
+values) before anything is copied, so a bad push leaves the old weights in place.
+
+Departure from vLLM: one batch shares one RNG stream, so with `seed` set the whole call
+is seeded with the first prompt's seed (reproducible per call, not per prompt); without
+a seed it draws from the global torch RNG (`seed` of `build_engine` is not used here).
+"""
+
+from __future__ import annotations
+
+import os
+
+import torch
+
+from unified.trainer.engine import Engine
+
+
+class HFEngine(Engine):
+    def __init__(self, model_path: str, *, dtype: str, seed: int, max_model_len: int, retries: int, retry_backoff_s: float):
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+
+        if torch.cuda.is_available():
+            self.device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", 0)))
+        else:
+            self.device = torch.device("cpu")
+        if dtype == "auto":
+            dtype = "bfloat16" if self.device.type == "cuda" else "float32"
+        tokenizer = AutoTokenizer.from_pretrained(model_path)
+        tokenizer.padding_side = "left"
+        self.model = AutoModelForCausalLM.from_pretrained(model_path, dtype=getattr(torch, dtype))
+        self.model.to(self.device).eval().requires_grad_(False)
+        eos = self.model.generation_config.eos_token_id
+        eos = eos if eos is not None else tokenizer.eos_token_id
+        self.eos_ids = set(eos if isinstance(eos, (list, tuple)) else [eos])
+        self.pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else min(self.eos_ids)
+        super().__init__(tokenizer, max_model_len, retries, retry_backoff_s)
+
+    @torch.no_grad()
+    def _generate_ids(self, prompt_ids, sampling, seeds):
+        n = sampling.n
+        rows = [p for p in prompt_ids for _ in range(n)]
+        width = max(len(r) for r in rows)
+        input_ids = torch.full((len(rows), width), self.pad_id, dtype=torch.long)
+        attention = torch.zeros_like(input_ids)
+        for i, r in enumerate(rows):  # left padding: generation continues from the right
+            input_ids[i, width - len(r):] = torch.tensor(r)
+            attention[i, width - len(r):] = 1
+        greedy = sampling.temperature <= 0
+        gen_kwargs = dict(
+            max_new_tokens=max(1, min(sampling.max_tokens, self.max_model_len - width)),
+            do_sample=not greedy,
+            output_scores=True,
+            return_dict_in_generate=True,
+            pad_token_id=self.pad_id,
+            eos_token_id=sorted(self.eos_ids),
+        )
+        if not greedy:
+            gen_kwargs.update(temperature=sampling.temperature, top_p=sampling.top_p, top_k=0)
+        inputs = dict(input_ids=input_ids.to(self.device), attention_mask=attention.to(self.device))
+        if seeds[0] is None:  # the global RNG, as vLLM does
+            out = self.model.generate(**inputs, **gen_kwargs)
+        else:
+            with torch.random.fork_rng(devices=[self.device] if self.device.type == "cuda" else []):
+                torch.manual_seed(seeds[0])
+                out = self.model.generate(**inputs, **gen_kwargs)
+        new = out.sequences[:, width:].cpu()
+        logps = self.model.compute_transition_scores(out.sequences, out.scores, normalize_logits=True).float().cpu()
+        result = []
+        for i in range(len(prompt_ids)):
+            per_prompt = []
+            for j in range(i * n, (i + 1) * n):
+                tokens = new[j].tolist()
+                stop = next((k for k, t in enumerate(tokens) if t in self.eos_ids), None)
+                end = len(tokens) if stop is None else stop + 1
+                per_prompt.append((tuple(tokens[:end]), tuple(logps[j, :end].tolist()), "length" if stop is None else "stop"))
+            result.append(per_prompt)
+        return result
+
+    @torch.no_grad()
+    def _load(self, weights) -> None:
+        own = dict(self.model.named_parameters())
+        staged = {}
+        for name, tensor in weights:
+            if name not in own:
+                raise KeyError(f"no parameter named {name!r} in the engine's model")
+            if tuple(tensor.shape) != tuple(own[name].shape):
+                raise ValueError(f"{name}: shape {tuple(tensor.shape)} != {tuple(own[name].shape)}")
+            if not torch.isfinite(tensor).all():
+                raise ValueError(f"{name}: non-finite values")
+            staged[name] = tensor.detach().to("cpu", copy=True)
+        missing = sorted(set(own) - set(staged))
+        if missing:
+            raise KeyError(f"push is missing {len(missing)} parameters, e.g. {missing[:3]}")
+        for name, tensor in staged.items():
+            own[name].copy_(tensor)

@@ -1,0 +1,174 @@
+"""Advantages and the policy loss, from verl's `core_algos` registries (no math of our own).
+
+- `compute_advantages`: verl's advantage estimator by name (`grpo` default, `rloo`,
+  `reinforce_plus_plus`, ...), called the way `verl.trainer.ppo.ray_trainer.
+  compute_advantage` calls it (that module is not importable here: it needs peft). The
+  outcome reward sits on the last response token, as verl's reward managers put it.
+- `ppo_loss`: the composition of verl's `workers.utils.losses.ppo_loss`: the registered
+  policy loss (clipped ratio against the behaviour log-probs recorded at sampling),
+  minus `entropy_coeff` x entropy, plus `kl_loss_coef` x `kl_penalty` to a frozen
+  reference, each aggregated with `agg_loss`. Normalisation: `batch_num_tokens` /
+  `global_batch_size` are the totals of the batch the gradient is averaged over (one
+  gradient contribution; see the aggregator), so the micro-batch losses of a contribution
+  sum to its mean.
+
+All functions are pure: tensors in, tensors and floats out.
+"""
+
+from __future__ import annotations
+
+import inspect
+from dataclasses import dataclass
+from typing import Sequence
+
+import numpy as np
+import torch
+
+from verl.trainer.config import AlgoConfig
+from verl.trainer.ppo import core_algos
+from verl.workers.config import ActorConfig
+
+
+@dataclass(frozen=True)
+class LossConfig:
+    policy_loss: str = "vanilla"  # verl policy-loss registry name
+    clip_ratio_low: float = 0.2
+    clip_ratio_high: float = 0.2
+    clip_ratio_c: float = 3.0  # dual-clip lower bound for negative advantages
+    loss_agg_mode: str = "token-mean"
+    entropy_coeff: float = 0.0
+    use_kl_loss: bool = False
+    kl_loss_coef: float = 0.001
+    kl_loss_type: str = "low_var_kl"
+
+
+@dataclass(frozen=True)
+class AdvantageConfig:
+    estimator: str = "grpo"  # verl advantage-estimator registry name
+    norm_adv_by_std_in_grpo: bool = True
+    gamma: float = 1.0
+
+
+def verl_actor_config(cfg: LossConfig) -> ActorConfig:
+    """The smallest ActorConfig verl's policy-loss functions accept (they read clip ratios,
+    `policy_loss.*` sub-settings and `global_batch_info`)."""
+    return ActorConfig(
+        strategy="fsdp2",
+        rollout_n=1,
+        ppo_micro_batch_size_per_gpu=1,
+        use_torch_compile=False,
+        clip_ratio=cfg.clip_ratio_low,
+        clip_ratio_low=cfg.clip_ratio_low,
+        clip_ratio_high=cfg.clip_ratio_high,
+        clip_ratio_c=cfg.clip_ratio_c,
+        loss_agg_mode=cfg.loss_agg_mode,
+        entropy_coeff=cfg.entropy_coeff,
+        use_kl_loss=cfg.use_kl_loss,
+        kl_loss_coef=cfg.kl_loss_coef,
+        kl_loss_type=cfg.kl_loss_type,
+    )
+
+
+def outcome_token_rewards(rewards: torch.Tensor, response_mask: torch.Tensor) -> torch.Tensor:
+    """(B,) scalar rewards -> (B, R) with each reward on its last response token."""
+    token_rewards = torch.zeros(response_mask.shape, dtype=torch.float32)
+    last = (response_mask.long().sum(-1) - 1).clamp(min=0)
+    token_rewards[torch.arange(len(rewards)), last] = rewards.float()
+    return token_rewards * response_mask
+
+
+def compute_advantages(
+    rewards: Sequence[float] | torch.Tensor,
+    response_mask: torch.Tensor,
+    groups: Sequence[str],
+    cfg: AdvantageConfig = AdvantageConfig(),
+) -> torch.Tensor:
+    """(B, R) advantages; samples with the same `groups` entry are normalised together."""
+    rewards = torch.as_tensor(rewards, dtype=torch.float32)
+    mask = response_mask.float()
+    fn = core_algos.get_adv_estimator_fn(cfg.estimator)
+    kwargs = dict(
+        token_level_rewards=outcome_token_rewards(rewards, mask),
+        response_mask=mask,
+        index=np.array(list(groups), dtype=object),
+        config=AlgoConfig(
+            adv_estimator=cfg.estimator, gamma=cfg.gamma, norm_adv_by_std_in_grpo=cfg.norm_adv_by_std_in_grpo
+        ),
+    )
+    if "norm_adv_by_std_in_grpo" in inspect.signature(fn).parameters:
+        kwargs["norm_adv_by_std_in_grpo"] = cfg.norm_adv_by_std_in_grpo
+    advantages, _returns = fn(**kwargs)
+    return advantages
+
+
+def ppo_loss(
+    log_prob: torch.Tensor,
+    old_log_prob: torch.Tensor,
+    advantages: torch.Tensor,
+    response_mask: torch.Tensor,
+    cfg: LossConfig,
+    *,
+    entropy: torch.Tensor | None = None,
+    ref_log_prob: torch.Tensor | None = None,
+    batch_num_tokens: int | None = None,
+    global_batch_size: int | None = None,
+) -> tuple[torch.Tensor, dict[str, float]]:
+    """The loss to backpropagate and its metrics. All tensors (B, R)."""
+    actor = verl_actor_config(cfg)
+    # dp_size=1: ranks are averaged by FSDP's gradient reduction, contributions by the aggregator
+    batch_info = dict(dp_size=1, batch_num_tokens=batch_num_tokens, global_batch_size=global_batch_size)
+    actor.global_batch_info.update(batch_info, loss_scale_factor=None)
+    mask = response_mask.bool()
+    policy_loss_fn = core_algos.get_policy_loss_fn(cfg.policy_loss)
+    pg_loss, pg_metrics = policy_loss_fn(
+        old_log_prob=old_log_prob,
+        log_prob=log_prob,
+        advantages=advantages,
+        response_mask=mask,
+        loss_agg_mode=cfg.loss_agg_mode,
+        config=actor,
+        rollout_is_weights=None,
+    )
+    loss = pg_loss
+    metrics = {
+        "pg_loss": pg_loss.item(),
+        "pg_clipfrac": pg_metrics.get("actor/pg_clipfrac", 0.0),
+        "pg_clipfrac_lower": pg_metrics.get("actor/pg_clipfrac_lower", 0.0),
+        "ppo_kl": pg_metrics.get("actor/ppo_kl", 0.0),  # approx KL(behaviour || current)
+    }
+    if entropy is not None:
+        ent = core_algos.agg_loss(loss_mat=entropy, loss_mask=mask, loss_agg_mode=cfg.loss_agg_mode, **batch_info)
+        if cfg.entropy_coeff:
+            loss = loss - cfg.entropy_coeff * ent
+        metrics["entropy"] = ent.item()
+    if cfg.use_kl_loss:
+        if ref_log_prob is None:
+            raise ValueError("use_kl_loss needs ref_log_prob (log-probs of the frozen reference)")
+        kld = core_algos.kl_penalty(logprob=log_prob, ref_logprob=ref_log_prob, kl_penalty=cfg.kl_loss_type)
+        kl = core_algos.agg_loss(loss_mat=kld, loss_mask=mask, loss_agg_mode=cfg.loss_agg_mode, **batch_info)
+        loss = loss + cfg.kl_loss_coef * kl
+        metrics["kl"] = kl.item()
+    metrics["loss"] = loss.item()
+    return loss, metrics
+
+
+def loss_config_from(algorithm_cfg) -> LossConfig:
+    return LossConfig(
+        policy_loss=algorithm_cfg.policy_loss,
+        clip_ratio_low=algorithm_cfg.clip_ratio_low,
+        clip_ratio_high=algorithm_cfg.clip_ratio_high,
+        clip_ratio_c=algorithm_cfg.clip_ratio_c,
+        loss_agg_mode=algorithm_cfg.loss_agg_mode,
+        entropy_coeff=algorithm_cfg.entropy_coeff,
+        use_kl_loss=algorithm_cfg.use_kl_loss,
+        kl_loss_coef=algorithm_cfg.kl_loss_coef,
+        kl_loss_type=algorithm_cfg.kl_loss_type,
+    )
+
+
+def advantage_config_from(algorithm_cfg) -> AdvantageConfig:
+    return AdvantageConfig(
+        estimator=algorithm_cfg.adv_estimator,
+        norm_adv_by_std_in_grpo=algorithm_cfg.norm_adv_by_std_in_grpo,
+        gamma=algorithm_cfg.get("gamma", 1.0),
+    )

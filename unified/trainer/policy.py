@@ -1,0 +1,187 @@
+"""The policy: a Hugging Face causal LM sharded with FSDP2, the same code at any world size.
+
+`fully_shard` is applied to every block the model marks as not splittable
+(`_no_split_modules`, e.g. `Qwen2DecoderLayer`) and then to the root, on a 1-D device mesh
+(gloo on CPU, NCCL on GPU; `init_distributed` must have run). Parameters stay float32
+(the optimizer's master copy); on GPU the forward runs in bfloat16 through FSDP2's
+mixed-precision policy, on CPU everything is float32 (no bf16 units here).
+
+Gathering full weights is a collective: `named_full_weights()` yields
+`(name, p.full_tensor())` in `named_parameters()` order, the same on every rank, so every
+rank must consume it to the end (the engine's push does). Names are the HF names, which
+vLLM's `load_weights` expects. `get_model_state_dict(cpu_offload=True)` is not used: it
+returns an empty dict on ranks > 0, and each rank feeds its own engine.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Iterator
+
+import torch
+import torch.distributed as dist
+from torch.distributed.tensor import DTensor
+
+import verl.utils.torch_functional as verl_F
+
+
+def token_logprobs_and_entropy(
+    model: torch.nn.Module,
+    input_ids: torch.Tensor,
+    attention_mask: torch.Tensor,
+    response_mask: torch.Tensor,
+    temperature: float = 1.0,
+    with_entropy: bool = True,
+    entropy_grad: bool = True,
+) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """Log-prob of each response token and the entropy of its distribution, both (B, R).
+
+    Layout (verl's): `input_ids` = [left-padded prompt | right-padded response], (B, P+R);
+    `response_mask` (B, R) marks real response tokens. Logits are computed only for the
+    R positions that predict response tokens (`logits_to_keep`), never for the prompt.
+    Logits are divided by the sampling temperature, matching the engine's processed
+    log-probs (exact for top_p=1). Padded positions hold garbage; mask them.
+    `entropy_grad=False` computes the entropy as a metric only (no graph through it).
+    """
+    r = response_mask.shape[1]
+    # positions count real tokens only, as the engine numbers them (left padding shifts)
+    position_ids = (attention_mask.long().cumsum(-1) - 1).clamp(min=0)
+    out = model(
+        input_ids=input_ids,
+        attention_mask=attention_mask,
+        position_ids=position_ids,
+        logits_to_keep=r + 1,
+        use_cache=False,
+    )
+    logits = out.logits[:, :-1].float()
+    if temperature > 0 and temperature != 1.0:
+        logits = logits / temperature
+    logprobs = verl_F.logprobs_from_logits(logits, input_ids[:, -r:])
+    entropy = None
+    if with_entropy:
+        entropy = verl_F.entropy_from_logits(logits if entropy_grad else logits.detach())
+    return logprobs, entropy
+
+
+class Policy:
+    """An FSDP2-sharded HF causal LM. `module` is the sharded model (call it like the HF one)."""
+
+    def __init__(self, module: torch.nn.Module, device: torch.device, trainable: bool):
+        self.module = module
+        self.device = device
+        self.trainable = trainable
+
+    @property
+    def config(self):
+        return self.module.config
+
+    def parameters(self):
+        return self.module.parameters()
+
+    def named_full_weights(self) -> Iterator[tuple[str, torch.Tensor]]:
+        """(HF name, full tensor) for every parameter; collective, same order on all ranks."""
+        for name, param in self.module.named_parameters():
+            with torch.no_grad():
+                full = param.full_tensor() if isinstance(param, DTensor) else param
+            yield name, full.detach()
+
+    def full_state_dict(self, device: str = "cpu") -> dict[str, torch.Tensor]:
+        return {n: t.to(device, copy=True) for n, t in self.named_full_weights()}
+
+    def save_pretrained(self, directory: str | Path, tokenizer=None) -> None:
+        """Full weights in Hugging Face format (loadable by transformers and vLLM).
+        Collective: every rank gathers, rank 0 writes."""
+        from huggingface_hub import save_torch_state_dict
+
+        state = self.full_state_dict()
+        if _rank() == 0:
+            directory = Path(directory)
+            directory.mkdir(parents=True, exist_ok=True)
+            self.module.config.save_pretrained(directory)
+            if getattr(self.module, "generation_config", None) is not None:
+                self.module.generation_config.save_pretrained(directory)
+            save_torch_state_dict(state, directory, metadata={"format": "pt"})
+            if tokenizer is not None:
+                tokenizer.save_pretrained(directory)
+        if dist.is_initialized():
+            dist.barrier()
+
+    # Optimizer state: full (unsharded) on rank 0, so checkpoints do not depend on world size.
+    def optimizer_state(self, optimizer: torch.optim.Optimizer) -> dict:
+        from torch.distributed.checkpoint.state_dict import StateDictOptions, get_optimizer_state_dict
+
+        opts = StateDictOptions(full_state_dict=True, cpu_offload=True)
+        return get_optimizer_state_dict(self.module, optimizer, options=opts)
+
+    def load_optimizer_state(self, optimizer: torch.optim.Optimizer, state: dict) -> None:
+        """`state` as `optimizer_state` returned it; needed on rank 0 only (it is broadcast)."""
+        from torch.distributed.checkpoint.state_dict import StateDictOptions, set_optimizer_state_dict
+
+        opts = StateDictOptions(full_state_dict=True, broadcast_from_rank0=_world() > 1)
+        set_optimizer_state_dict(self.module, optimizer, optim_state_dict=state, options=opts)
+
+
+def _rank() -> int:
+    return dist.get_rank() if dist.is_initialized() else 0
+
+
+def _world() -> int:
+    return dist.get_world_size() if dist.is_initialized() else 1
+
+
+def compute_dtype(dtype: str, device: torch.device) -> torch.dtype:
+    if dtype == "auto":
+        return torch.bfloat16 if device.type == "cuda" else torch.float32
+    return getattr(torch, dtype)
+
+
+def build_policy(
+    model_path: str | Path,
+    *,
+    device: torch.device,
+    dtype: str = "auto",
+    gradient_checkpointing: bool = False,
+    trust_remote_code: bool = False,
+    trainable: bool = True,
+) -> Policy:
+    """Load an HF model (a hub id or an HF-format dir) and shard it. `trainable=False` gives
+    a frozen copy (the KL reference)."""
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
+    from transformers import AutoModelForCausalLM
+
+    if not dist.is_initialized():
+        raise RuntimeError("call unified.trainer.distributed.init_distributed() before build_policy()")
+    model = AutoModelForCausalLM.from_pretrained(
+        str(model_path), dtype=torch.float32, trust_remote_code=trust_remote_code
+    )
+    if gradient_checkpointing and trainable:
+        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+    model.config.use_cache = False
+    model.to(device)
+    mesh = init_device_mesh(device.type, (_world(),))
+    run_dtype = compute_dtype(dtype, device)
+    mp = None
+    if run_dtype != torch.float32:
+        mp = MixedPrecisionPolicy(param_dtype=run_dtype, reduce_dtype=torch.float32)
+    blocks = set(getattr(model, "_no_split_modules", None) or [])
+    for module in model.modules():
+        if type(module).__name__ in blocks:
+            fully_shard(module, mesh=mesh, mp_policy=mp or MixedPrecisionPolicy())
+    fully_shard(model, mesh=mesh, mp_policy=mp or MixedPrecisionPolicy())
+    if trainable:
+        model.train()
+    else:
+        model.eval().requires_grad_(False)
+    return Policy(model, device, trainable)
+
+
+def build_policy_from_config(model_cfg, model_path: str | Path, device: torch.device, trainable: bool = True) -> Policy:
+    return build_policy(
+        model_path,
+        device=device,
+        dtype=model_cfg.dtype,
+        gradient_checkpointing=model_cfg.gradient_checkpointing,
+        trust_remote_code=model_cfg.trust_remote_code,
+        trainable=trainable,
+    )
