@@ -28,7 +28,7 @@ def test_every_option_of_every_group_composes(group, tmp_path):
 
 def test_experiments_compose(tmp_path):
     for option in _options("experiment"):
-        cfg = compose_config([f"+experiment={option}", f"output_dir={tmp_path}"])
+        cfg = compose_config([f"experiment={option}", f"output_dir={tmp_path}"])
         OmegaConf.to_container(cfg, resolve=True)
 
 
