@@ -23,7 +23,7 @@ def main(argv=None) -> int:
             return 0
         from unified.loop import train
 
-        train(cfg)
+        return train(cfg)
     except UserError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

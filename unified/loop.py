@@ -1,25 +1,148 @@
-"""The round loop (placeholder until the trainer issue lands: loads everything, trains nothing)."""
+"""The round loop: build everything once, then N rounds of phases 1-4 and phase 5.
+
+    c = build_components(cfg)                 policy, ONE engine, executor, aggregator
+    for round r:
+        phases 1-4   programs -> IPO triples -> tasks -> validation   (pipeline)
+        phase 5      rollouts -> rewards -> verl loss -> aggregator -> push into engine
+        metrics      merged over ranks -> TensorBoard, metrics.jsonl, one console line
+        checkpoint   every `save_every` rounds, at the end, and on SIGTERM/SIGINT
+"""
 
 from __future__ import annotations
 
-from omegaconf import DictConfig
+import gc
+import logging
+import time
+from dataclasses import replace
 
-from unified.config import UserError
+import torch
+from omegaconf import DictConfig, OmegaConf
+from tqdm import tqdm
+
+from unified import metrics as M
+from unified.components import Components, build_components, close, save
+from unified.phase5 import Phase5Result, run_phase_5
+from unified.pipeline.parquet_io import write_round, write_rows
+from unified.pipeline.phases import run_phases_1_to_4
+from unified.runlog import RunLog, memory_stats
+from unified.stopping import StopRequest
+from unified.trainer.checkpoint import rng_state, set_rng_state
+from unified.trainer.distributed import all_reduce_int
+from unified.trainer.engine import sampling_from_config
+
+log = logging.getLogger("unified")
 
 
-def train(cfg: DictConfig) -> None:
-    from unified.pipeline.benchmarks import BenchmarkError, load_problems
-
+def train(cfg: DictConfig) -> int:
+    """Run the configured rounds; returns the process exit code."""
+    runlog = RunLog(cfg.output_dir, enabled=_is_main())
     try:
-        problems = load_problems(cfg.benchmark.name, cfg.benchmark.source, cfg.benchmark.problems, list(cfg.benchmark.problem_ids))
-    except BenchmarkError as exc:
-        raise UserError(str(exc)) from None
-    from transformers import AutoConfig
+        c = build_components(cfg)
+        try:
+            _announce(c, runlog)
+            with StopRequest() as stop:
+                for r in range(c.start_round, cfg.trainer.rounds + 1):
+                    if not run_round(c, runlog, r, stop):
+                        return stop.exit_code
+            _finish(c, runlog)
+            return 0
+        finally:
+            close(c)
+    finally:
+        runlog.close()
 
-    from unified.models import load_tokenizer, resolve_model_path
 
-    where = resolve_model_path(cfg.model.path)
-    tokenizer, mcfg = load_tokenizer(where), AutoConfig.from_pretrained(where)
-    n_params = mcfg.num_hidden_layers * 12 * mcfg.hidden_size**2 + mcfg.vocab_size * mcfg.hidden_size  # rough
-    print(f"config ok; {len(problems)} {cfg.benchmark.name} problems ({problems[0].task_id}..); model {where} (~{n_params/1e6:.1f}M params, vocab {len(tokenizer)})")
-    print("training is not wired yet: nothing was trained (see the trainer issue)")
+def run_round(c: Components, runlog: RunLog, r: int, stop: StopRequest) -> bool:
+    """One round; False when a stop signal ended the run (after a checkpoint)."""
+    t, start, rng_at_start = c.cfg.trainer, time.perf_counter(), rng_state()
+    evaluate = t.eval_every > 0 and (r - 1) % t.eval_every == 0
+    pipeline = replace(c.pipeline, evaluate_baseline=c.pipeline.evaluate_baseline and evaluate)
+    with runlog.phase(r, "phase_1_4") as t14, _bar(f"round {r} phases 1-4", 5, c) as bar:
+        data = run_phases_1_to_4(c.problems, c.engine, c.executor, pipeline, r, c.cfg.seed, lambda *_: bar.update())
+        all_data = M.merge_rounds(M.gather(data))
+        if c.dist.is_main:
+            write_round(c.out_dir / f"round_{r}", all_data)
+        log.info("round %d: %d tasks kept of %d candidates", r, len(all_data.tasks), len(all_data.candidate_tasks))
+    if _stop_requested(stop):  # nothing trained yet this round: save the state it started from
+        set_rng_state(rng_at_start)
+        save(c, r - 1)
+        return False
+    with runlog.phase(r, "phase_5") as t5:
+        result = Phase5Result((), {}, {})
+        if all_reduce_int(len(data.tasks), "sum") == 0:
+            log.warning("round %d: no valid tasks, phase 5 skipped", r)
+        else:
+            sampling = sampling_from_config(c.cfg.rollout, seed=(c.cfg.seed * 100_003 + r) * 7919)
+            result = run_phase_5(data.tasks, c.engine, c.executor, c.aggregator, c.update, c.pipeline, sampling,
+                                 round_index=r, pad_token_id=c.tokenizer.pad_token_id)  # fmt: skip
+        rows = [row for part in M.gather(list(result.rollouts)) for row in part]
+        if c.dist.is_main:
+            write_rows(c.out_dir / f"round_{r}", "rollouts", rows)
+        log.info("round %d: phase 5 on %d rollouts, %d optimizer steps", r, len(rows), result.train.get("steps", 0))
+    gc.collect()  # free between rounds; the engine stays
+    if torch.cuda.is_available():
+        torch.cuda.empty_cache()
+    m = {**M.pipeline_metrics(all_data), **M.rollout_metrics(rows), **M.train_metrics(M.gather(result.train))}
+    m.update(M.state_metrics(c.aggregator, c.engine, memory_stats()))
+    m.update({"time/phase_1_4": t14["seconds"], "time/phase_5": t5["seconds"], "time/push": result.train.get("push_s", 0.0),
+              "time/round": time.perf_counter() - start, **{f"time/phase_5_{k}": s for k, s in result.seconds.items()}})  # fmt: skip
+    _report(c, runlog, r, m, all_data, rows)
+    stopping = _stop_requested(stop)
+    if r % t.save_every == 0 or r == t.rounds or stopping:
+        save(c, r)
+    return not stopping
+
+
+def _report(c: Components, runlog: RunLog, r: int, m: dict, data, rows: list[dict]) -> None:
+    runlog.scalars(r, m)
+    if c.dist.is_main:
+        M.append_jsonl(c.out_dir / "metrics.jsonl", {"round": r, **m})
+        for row in rows[: c.cfg.trainer.log_samples]:
+            runlog.text(r, f"samples/{row['kind']}", f"**task** `{row['task_id']}`  reward {row['reward']}\n\n```\n{row['completion']}\n```")
+        for task in data.tasks[: c.cfg.trainer.log_samples]:
+            runlog.text(r, f"tasks/{task.kind}", f"```\n{task.prompt}\n```\n\n**gold**: `{task.gold}`")
+    log.info(M.summary_line(r, c.cfg.trainer.rounds, m))
+
+
+def _announce(c: Components, runlog: RunLog) -> None:
+    flat = {k: str(v) for k, v in _flatten(OmegaConf.to_container(c.cfg, resolve=True)).items()}
+    runlog.hparams(flat)
+    log.info("run %s: %d problems over %d rank(s), model %s, engine %s (engine creations: %d)",
+             c.out_dir, len(c.all_problem_ids), c.dist.world_size, c.cfg.model.path or "embedded tiny Qwen2",
+             c.cfg.rollout.backend, c.engine.creations)  # fmt: skip
+    if c.start_round > c.cfg.trainer.rounds:
+        log.info("the checkpoint already covers round %d of %d: nothing to run", c.start_round - 1, c.cfg.trainer.rounds)
+
+
+def _finish(c: Components, runlog: RunLog) -> None:
+    if c.dist.is_main and (c.out_dir / "metrics.jsonl").exists():
+        from unified.plots import plot_run
+
+        png = c.out_dir / "tensorboard" / "summary.png"
+        plot_run(c.out_dir / "metrics.jsonl", png)
+        log.info("summary plot: %s", png)
+    log.info("done: version %d, engine creations %d, logs in %s", c.aggregator.version, c.engine.creations, c.out_dir)
+
+
+def _stop_requested(stop: StopRequest) -> bool:
+    return all_reduce_int(int(stop.requested), "max") == 1  # every rank stops together
+
+
+def _bar(desc: str, total: int, c: Components):
+    return tqdm(total=total, desc=desc, disable=None if c.dist.is_main else True, leave=False)
+
+
+def _is_main() -> bool:
+    import os
+
+    return int(os.environ.get("RANK", "0")) == 0
+
+
+def _flatten(tree: dict, prefix: str = "") -> dict:
+    out = {}
+    for key, value in tree.items():
+        if isinstance(value, dict):
+            out.update(_flatten(value, f"{prefix}{key}."))
+        else:
+            out[f"{prefix}{key}"] = value
+    return out

@@ -5,6 +5,7 @@
     ipo_triples.parquet  (input, program, output) triples
     tasks.parquet        every candidate task, kept or not, with its rejection reason
     rejections.parquet   every rejection of the round (all stages), by reason and kind
+    rollouts.parquet     phase 5: every completion with its reward and weight version
 
 Python values (arguments, outputs, test cases) are stored as literal text (`to_literal`),
 so pandas and `datasets` read the files without pickles and `read_tasks` gets the values
@@ -37,6 +38,8 @@ SCHEMAS = {
               ("atol", _F), ("kept", _B), ("rejection", _S), ("rejection_detail", _S)],
     "rejections": [("round", _I), ("stage", _S), ("reason", _S), ("kind", _S), ("problem_id", _S),
                    ("subject", _S), ("detail", _S)],
+    "rollouts": [("round", _I), ("task_id", _S), ("kind", _S), ("completion", _S), ("reward", _F),
+                 ("parse_failure", _S), ("finish_reason", _S), ("num_tokens", _I), ("version", _I)],
 }
 
 
@@ -91,18 +94,19 @@ def round_rows(data) -> dict[str, list[dict]]:
 
 def write_round(round_dir: str | Path, data) -> dict[str, Path]:
     """Write the five files into `round_dir` (created); returns name -> path."""
+    return {name: write_rows(round_dir, name, rows) for name, rows in round_rows(data).items()}
+
+
+def write_rows(round_dir: str | Path, name: str, rows: list[dict]) -> Path:
+    """`round_dir/<name>.parquet` with the schema of `name` (an empty list writes a typed file)."""
     round_dir = Path(round_dir)
     round_dir.mkdir(parents=True, exist_ok=True)
-    paths = {}
-    for name, rows in round_rows(data).items():
-        schema = pa.schema(SCHEMAS[name])
-        table = pa.Table.from_pylist(rows, schema=schema)
-        path = round_dir / f"{name}.parquet"
-        tmp = path.with_suffix(".parquet.tmp")
-        pq.write_table(table, tmp)
-        tmp.replace(path)  # readers never see a half-written file
-        paths[name] = path
-    return paths
+    table = pa.Table.from_pylist(rows, schema=pa.schema(SCHEMAS[name]))
+    path = round_dir / f"{name}.parquet"
+    tmp = path.with_suffix(".parquet.tmp")
+    pq.write_table(table, tmp)
+    tmp.replace(path)  # readers never see a half-written file
+    return path
 
 
 def read_tasks(path: str | Path, kept_only: bool = True) -> list[Task]:

@@ -13,7 +13,7 @@ from __future__ import annotations
 import time
 from collections import Counter
 from dataclasses import dataclass, fields
-from typing import Mapping, Sequence
+from typing import Callable, Mapping, Sequence
 
 from unified.pipeline import evaluation, ipo, programs as phase1, tasks as phase3, validate
 from unified.pipeline.generation import Generator, SamplingConfig
@@ -98,8 +98,15 @@ class RoundData:
 
 
 def run_phases_1_to_4(
-    problems: Sequence[Problem], generator: Generator, executor, cfg: PipelineConfig, round_index: int, seed: int = 0
+    problems: Sequence[Problem],
+    generator: Generator,
+    executor,
+    cfg: PipelineConfig,
+    round_index: int,
+    seed: int = 0,
+    on_phase: Callable[[str, float], None] | None = None,
 ) -> RoundData:
+    """`on_phase(name, seconds)` is called as each sub-phase ends (progress bars, logs)."""
     round_seed = seed * 100_003 + round_index  # differs per round, reproducible per run
     timings, rejections = {}, []
     clock = time.perf_counter()
@@ -109,6 +116,8 @@ def run_phases_1_to_4(
         now = time.perf_counter()
         timings[name] = now - clock
         clock = now
+        if on_phase is not None:
+            on_phase(name, timings[name])
 
     # Phase 1: baseline on hidden tests (evaluation only), then K candidate programs.
     pass_at_1 = {p.task_id: None for p in problems}

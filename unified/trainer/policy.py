@@ -91,20 +91,24 @@ class Policy:
     def save_pretrained(self, directory: str | Path, tokenizer=None) -> None:
         """Full weights in Hugging Face format (loadable by transformers and vLLM).
         Collective: every rank gathers, rank 0 writes."""
-        from huggingface_hub import save_torch_state_dict
-
         state = self.full_state_dict()
         if _rank() == 0:
-            directory = Path(directory)
-            directory.mkdir(parents=True, exist_ok=True)
-            self.module.config.save_pretrained(directory)
-            if getattr(self.module, "generation_config", None) is not None:
-                self.module.generation_config.save_pretrained(directory)
-            save_torch_state_dict(state, directory, metadata={"format": "pt"})
-            if tokenizer is not None:
-                tokenizer.save_pretrained(directory)
+            self.write_pretrained(directory, state, tokenizer)
         if dist.is_initialized():
             dist.barrier()
+
+    def write_pretrained(self, directory: str | Path, state: dict[str, torch.Tensor], tokenizer=None) -> None:
+        """Write an already gathered `full_state_dict()` in Hugging Face format (one rank)."""
+        from huggingface_hub import save_torch_state_dict
+
+        directory = Path(directory)
+        directory.mkdir(parents=True, exist_ok=True)
+        self.module.config.save_pretrained(directory)
+        if getattr(self.module, "generation_config", None) is not None:
+            self.module.generation_config.save_pretrained(directory)
+        save_torch_state_dict(state, directory, metadata={"format": "pt"})
+        if tokenizer is not None:
+            tokenizer.save_pretrained(directory)
 
     # Optimizer state: full (unsharded) on rank 0, so checkpoints do not depend on world size.
     def optimizer_state(self, optimizer: torch.optim.Optimizer) -> dict:

@@ -1,0 +1,159 @@
+"""Everything the round loop holds for the whole run, built ONCE, and its checkpoints.
+
+    build_components(cfg)  process group -> problems (this rank's share) -> tokenizer ->
+                           policy (FSDP2) -> ONE engine -> executor -> aggregator,
+                           restored from a checkpoint when `trainer.resume` finds one
+    save(c, round)         HF-format weights + optimizer + aggregator + RNG + config
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import random
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+from omegaconf import DictConfig, OmegaConf
+
+from unified.config import UserError
+from unified.trainer import checkpoint as ckpt
+
+log = logging.getLogger("unified")
+
+
+@dataclass(frozen=True)
+class Components:
+    cfg: DictConfig
+    dist: object  # distributed.DistInfo
+    problems: tuple  # this rank's problems (expected outputs filled)
+    all_problem_ids: tuple
+    tokenizer: object
+    policy: object
+    engine: object
+    executor: object
+    aggregator: object
+    update: object  # update.UpdateConfig
+    pipeline: object  # phases.PipelineConfig
+    out_dir: Path
+    start_round: int  # first round to run (1-based)
+    resumed_from: Path | None
+
+    @property
+    def checkpoint_dir(self) -> Path:
+        return self.out_dir / "checkpoints"
+
+
+def seed_everything(seed: int, deterministic: bool) -> None:
+    random.seed(seed)
+    np.random.seed(seed)
+    torch.manual_seed(seed)
+    if deterministic:
+        torch.use_deterministic_algorithms(True)
+
+
+def _load_problems(cfg: DictConfig, executor, rank: int, world: int):
+    from unified.pipeline.benchmarks import BenchmarkError, load_problems, with_expected_outputs
+
+    b = cfg.benchmark
+    try:
+        problems = load_problems(b.name, b.source, b.problems, list(b.problem_ids))
+    except BenchmarkError as exc:
+        raise UserError(str(exc)) from None
+    if len(problems) < world:
+        raise UserError(f"{len(problems)} problem(s) for {world} ranks: select at least one problem per rank (--problems {world})")
+    mine = with_expected_outputs(problems[rank::world], executor.run_batch)
+    return tuple(mine), tuple(p.task_id for p in problems)
+
+
+def _pipeline_config(cfg: DictConfig):
+    from unified.pipeline.phases import pipeline_config_from
+
+    values = OmegaConf.to_container(cfg.pipeline, resolve=True)
+    if values.get("seed_programs") == "auto":  # the random tiny model writes noise: seed with canonical
+        values["seed_programs"] = "canonical" if not cfg.model.path else "none"
+    try:
+        return pipeline_config_from(values)
+    except ValueError as exc:
+        raise UserError(str(exc)) from None
+
+
+def build_components(cfg: DictConfig) -> Components:
+    from unified.models import load_tokenizer, resolve_model_path
+    from unified.pipeline.executor import build_executor, executor_config_from
+    from unified.trainer.aggregator import build_aggregator
+    from unified.trainer.distributed import init_distributed
+    from unified.trainer.engine import build_engine_from_config
+    from unified.trainer.policy import build_policy_from_config
+    from unified.trainer.update import build_update_config
+
+    t = cfg.trainer
+    info = init_distributed(t.device)  # before the engine: vLLM reuses this process group
+    seed_everything(cfg.seed + info.rank, t.deterministic)
+    out_dir = Path(cfg.output_dir)
+    resume = ckpt.find_resume(out_dir / "checkpoints", str(t.resume)) if str(t.resume) != "none" else None
+    model_path = str(resume / "model") if resume else resolve_model_path(cfg.model.path)
+    try:
+        executor = build_executor(executor_config_from(cfg.executor))
+    except ValueError as exc:
+        raise UserError(str(exc)) from None
+    problems, all_ids = _load_problems(cfg, executor, info.rank, info.world_size)
+    tokenizer = load_tokenizer(model_path)
+    policy = build_policy_from_config(cfg.model, model_path, info.device)
+    engine = build_engine_from_config(cfg.rollout, model_path, dtype=cfg.model.dtype, seed=cfg.seed + info.rank)
+    try:
+        aggregator = build_aggregator(cfg.algorithm, policy, engine, snapshot_dir=out_dir / "snapshots")
+        update = build_update_config(cfg.algorithm, cfg.rollout)
+    except ValueError as exc:
+        raise UserError(str(exc)) from None
+    start = 1
+    if resume is not None:
+        state, optimizer_state = ckpt.load_checkpoint(resume)
+        aggregator.load_optimizer_state_dict(optimizer_state)
+        aggregator.load_state_dict(state["aggregator"])
+        engine.version = aggregator.version  # it loaded these very weights from the checkpoint
+        ckpt.set_rng_state(state["rng"])
+        start = int(state["round"]) + 1
+        log.info("resumed from %s: continuing at round %d (version %d)", resume, start, aggregator.version)
+    return Components(
+        cfg, info, problems, all_ids, tokenizer, policy, engine, executor, aggregator, update,
+        _pipeline_config(cfg), out_dir, start, resume,
+    )  # fmt: skip
+
+
+def save(c: Components, round_index: int) -> Path | None:
+    """A checkpoint of the state after `round_index` (collective: every rank calls it)."""
+    optimizer_state = c.aggregator.optimizer_state_dict()  # gathered on every rank
+    state_dict = c.policy.full_state_dict()
+    if c.dist.rank != 0:
+        return None
+
+    def write_model(folder: Path) -> None:
+        c.policy.write_pretrained(folder, state_dict, c.tokenizer)
+
+    folder = ckpt.save_checkpoint(
+        c.checkpoint_dir,
+        round_index,
+        write_model=write_model,
+        optimizer_state=optimizer_state,
+        state={"aggregator": c.aggregator.state_dict(), "world_size": c.dist.world_size},
+        config_yaml=OmegaConf.to_yaml(c.cfg, resolve=True),
+        keep=c.cfg.trainer.keep_checkpoints,
+    )
+    log.info("checkpoint: %s", folder)
+    return folder
+
+
+def close(c: Components) -> None:
+    """vLLM first (it tears the process group down with it), then the sandbox pool."""
+    try:
+        c.engine.close()
+    finally:
+        c.executor.close()
+        if os.environ.get("UNIFIED_KEEP_PG") is None:
+            import torch.distributed as dist
+
+            if dist.is_initialized():
+                dist.destroy_process_group()

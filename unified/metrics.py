@@ -1,0 +1,148 @@
+"""Per-round metrics: what every rank did, merged on rank 0, named in fixed namespaces.
+
+    time/     phase times (max over ranks), push time
+    tasks/    generated / kept per type, rejections per stage and reason
+    reward/   mean reward per task type and overall, parse-failure rate
+    eval/     pass@1 on the hidden tests (rounds where it was measured)
+    losses/   policy loss, KL, entropy, total loss
+    train/    grad norm, clip fraction, optimizer steps, dropped / skipped samples
+    weights/  aggregator version, global step, contributions
+    engine/   creations (must stay 1), pushes, failed pushes
+    memory/   RSS, CUDA allocated / reserved
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections import Counter
+from dataclasses import replace
+from pathlib import Path
+from typing import Sequence
+
+import torch.distributed as dist
+
+from unified.types import TASK_KINDS
+
+LOSS_KEYS = {"pg_loss": "losses/pg_loss", "kl": "losses/kl", "entropy": "losses/entropy", "loss": "losses/total",
+             "ppo_kl": "losses/ppo_kl"}  # fmt: skip
+
+
+def gather(obj) -> list:
+    """Every rank's `obj`, in rank order (a one-element list at world size 1)."""
+    if not dist.is_initialized() or dist.get_world_size() == 1:
+        return [obj]
+    out = [None] * dist.get_world_size()
+    dist.all_gather_object(out, obj)
+    return out
+
+
+def merge_rounds(parts: Sequence):
+    """One RoundData from every rank's share (problems were split across ranks)."""
+    first = parts[0]
+    if len(parts) == 1:
+        return first
+    joined = {f: tuple(x for p in parts for x in getattr(p, f))
+              for f in ("problems", "program_candidates", "programs", "triples", "candidate_tasks", "tasks", "rejections")}  # fmt: skip
+    pass_at_1 = {k: v for p in parts for k, v in p.pass_at_1.items()}
+    timings = {k: max(p.timings.get(k, 0.0) for p in parts) for k in first.timings}
+    return replace(first, pass_at_1=pass_at_1, timings=timings, **joined)
+
+
+def mean(values) -> float | None:
+    values = [v for v in values if v is not None and math.isfinite(v)]
+    return sum(values) / len(values) if values else None
+
+
+def pipeline_metrics(data) -> dict:
+    out = {f"time/{name}": s for name, s in data.timings.items()}
+    generated, kept = data.generated_per_kind(), data.kept_per_kind()
+    for kind in TASK_KINDS:
+        out[f"tasks/generated_{kind}"] = generated[kind]
+        out[f"tasks/kept_{kind}"] = kept[kind]
+    out["tasks/kept"] = len(data.tasks)
+    out["tasks/programs_kept"] = len(data.programs)
+    out["tasks/programs_generated"] = len(data.program_candidates)
+    out["tasks/triples"] = len(data.triples)
+    for (stage, reason, kind), count in sorted(data.rejection_counts().items()):
+        out[f"tasks/rejected/{stage}/{reason}" + (f"/{kind}" if kind else "")] = count
+    measured = [v for v in data.pass_at_1.values() if v is not None]
+    if measured and any(v is not None for v in data.pass_at_1.values()):
+        out["eval/pass@1"] = sum(measured) / len(measured)
+    return out
+
+
+def rollout_metrics(rows: Sequence[dict]) -> dict:
+    out = {}
+    for kind in TASK_KINDS:
+        rewards = [r["reward"] for r in rows if r["kind"] == kind]
+        if rewards:
+            out[f"reward/{kind}"] = sum(rewards) / len(rewards)
+    if rows:
+        out["reward/mean"] = sum(r["reward"] for r in rows) / len(rows)
+        out["reward/parse_failure_rate"] = sum(r["parse_failure"] is not None for r in rows) / len(rows)
+        out["reward/completion_tokens"] = sum(r["num_tokens"] for r in rows) / len(rows)
+    out["tasks/rollouts"] = len(rows)
+    return out
+
+
+def train_metrics(parts: Sequence[dict]) -> dict:
+    """Update metrics of every rank (token-weighted means, summed counts)."""
+    parts = [p for p in parts if p]
+    if not parts:
+        return {}
+    out = {}
+    tokens = [p.get("tokens", 0) for p in parts]
+    for key, name in LOSS_KEYS.items():
+        pairs = [(p[key], t) for p, t in zip(parts, tokens) if key in p and math.isfinite(p[key]) and t]
+        if pairs:
+            out[name] = sum(v * t for v, t in pairs) / sum(t for _, t in pairs)
+    pairs = [(p["pg_clipfrac"], t) for p, t in zip(parts, tokens) if "pg_clipfrac" in p and t]
+    if pairs:
+        out["train/clip_frac"] = sum(v * t for v, t in pairs) / sum(t for _, t in pairs)
+    out["train/grad_norm"] = parts[0].get("grad_norm")  # the global norm: the same on every rank
+    out["train/steps"] = parts[0].get("steps", 0)
+    out["train/skipped_nonfinite"] = parts[0].get("skipped_nonfinite", 0)
+    for key in ("samples", "used", "dropped_stale", "dropped_empty", "tokens"):
+        out[f"train/{key}"] = sum(p.get(key, 0) for p in parts)
+    return out
+
+
+def state_metrics(aggregator, engine, memory: dict) -> dict:
+    stats = aggregator.stats()
+    out = {
+        "weights/version": stats["version"],
+        "weights/global_step": stats["global_step"],
+        "weights/total_contributions": stats["total_contributions"],
+        "weights/pending_contributions": stats["pending_contributions"],
+        "engine/creations": engine.creations,
+        "engine/pushes": stats["pushes"],
+        "engine/failed_pushes": stats["failed_pushes"],
+        "engine/last_push_s": stats["last_push_s"],
+        "train/dropped_stale_total": stats["dropped_stale"],
+        "train/skipped_nonfinite_total": stats["skipped_nonfinite"],
+    }
+    out.update(memory)
+    return out
+
+
+def summary_line(round_index: int, rounds: int, m: dict) -> str:
+    def f(key, fmt="{:.3f}"):
+        v = m.get(key)
+        return "-" if v is None else fmt.format(v)
+
+    kept = "/".join(str(m.get(f"tasks/kept_{k}", 0)) for k in TASK_KINDS)
+    return (
+        f"round {round_index}/{rounds} | tasks I/D/A {kept} | reward {f('reward/mean')} | pass@1 {f('eval/pass@1')} | "
+        f"loss {f('losses/total', '{:.4f}')} | v{m.get('weights/version')} | push {f('time/push', '{:.2f}')}s | "
+        f"engine creations {m.get('engine/creations')} | {f('time/round', '{:.1f}')}s | rss {f('memory/rss_gib', '{:.2f}')} GiB"
+    )
+
+
+def append_jsonl(path: Path, record: dict) -> None:
+    with open(path, "a") as fh:
+        fh.write(json.dumps(record, default=float) + "\n")
+
+
+def counts(rows: Sequence[dict], key: str) -> Counter:
+    return Counter(r[key] for r in rows)
