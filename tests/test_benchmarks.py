@@ -59,7 +59,9 @@ def _assertion_expectations(row):
     """(expected, kind) per assert of `f(...) == literal` / isclose / set(...) form."""
     out = []
     for stmt in ast.parse(row["assertion"]).body:
-        test = getattr(stmt, "test", None)
+        if not isinstance(stmt, ast.Assert):  # e.g. `import math` before the asserts
+            continue
+        test = stmt.test
         if isinstance(test, ast.Compare) and isinstance(test.ops[0], ast.Eq):
             left = test.left
             kind = "set" if isinstance(left, ast.Call) and getattr(left.func, "id", "") == "set" else "eq"
@@ -76,6 +78,9 @@ def _assertion_expectations(row):
 
 # The MBPP+ assertion and canonical solution disagree upstream for these tasks.
 UPSTREAM_DISAGREEMENTS = {"Mbpp/164", "Mbpp/295"}
+# Their canonical solutions return re.Match objects (the assertions only test truthiness):
+# not values the sandbox sends back, so those cases are dropped from the problem.
+RETURNS_NON_LITERALS = {"Mbpp/737", "Mbpp/787", "Mbpp/794"}
 
 
 @pytest.fixture(scope="module")
@@ -96,6 +101,9 @@ def test_every_mbpp_canonical_solution_matches_its_assertions(executor):
     filled = with_expected_outputs([p.__class__(**{**p.__dict__, "hidden": ()}) for p in problems], executor.run_batch)
     checked = 0
     for before, after in zip(problems, filled):
+        if before.task_id in RETURNS_NON_LITERALS:  # asserted by truthiness only; the cases are dropped
+            assert len(after.visible) < len(before.visible)
+            continue
         assert len(after.visible) == len(before.visible), f"{before.task_id}: canonical solution failed on a base input"
         if before.task_id in UPSTREAM_DISAGREEMENTS:
             continue

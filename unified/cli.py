@@ -58,7 +58,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def parse_args(argv: Sequence[str] | None = None) -> tuple[argparse.Namespace, list[str]]:
     """Returns the parsed flags and the full Hydra override list they stand for."""
-    args = build_parser().parse_args(list(sys.argv[1:] if argv is None else argv))
+    args = build_parser().parse_intermixed_args(list(sys.argv[1:] if argv is None else argv))
     overrides = []
     if args.benchmark is not None:
         overrides.append(f"benchmark={args.benchmark}")

@@ -105,6 +105,9 @@ def _report(c: Components, runlog: RunLog, r: int, m: dict, data, rows: list[dic
 
 
 def _announce(c: Components, runlog: RunLog) -> None:
+    runlog.open_tensorboard(c.start_round)
+    if c.dist.is_main:
+        M.truncate_jsonl(c.out_dir / "metrics.jsonl", c.start_round)  # rounds a killed run did not checkpoint
     flat = {k: str(v) for k, v in _flatten(OmegaConf.to_container(c.cfg, resolve=True)).items()}
     runlog.hparams(flat)
     log.info("run %s: %d problems over %d rank(s), model %s, engine %s (engine creations: %d)",

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import json
 import math
-from collections import Counter
 from dataclasses import replace
 from pathlib import Path
 from typing import Sequence
@@ -144,5 +143,11 @@ def append_jsonl(path: Path, record: dict) -> None:
         fh.write(json.dumps(record, default=float) + "\n")
 
 
-def counts(rows: Sequence[dict], key: str) -> Counter:
-    return Counter(r[key] for r in rows)
+def truncate_jsonl(path: Path, first_round: int) -> None:
+    """Keep only the records of rounds before `first_round` (a resumed run rewrites the rest)."""
+    if not path.exists():
+        return
+    kept = [line for line in path.read_text().splitlines() if line.strip() and json.loads(line)["round"] < first_round]
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text("".join(line + "\n" for line in kept))
+    tmp.replace(path)

@@ -53,9 +53,15 @@ class RunLog:
         main.setFormatter(logging.Formatter(_FORMAT))
         log.addHandler(console)
         log.addHandler(main)
+
+    def open_tensorboard(self, first_round: int = 1) -> None:
+        """Start the TensorBoard writer; on resume, events from `first_round` on that a
+        killed run left behind are purged so curves have one point per round."""
+        if not self.enabled:
+            return
         from torch.utils.tensorboard import SummaryWriter
 
-        self.writer = SummaryWriter(str(self.out_dir / "tensorboard"))
+        self.writer = SummaryWriter(str(self.out_dir / "tensorboard"), purge_step=first_round if first_round > 1 else None)
 
     @contextmanager
     def phase(self, round_index: int, name: str):
