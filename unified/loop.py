@@ -84,6 +84,8 @@ def run_round(c: Components, runlog: RunLog, r: int, stop: StopRequest) -> bool:
         torch.cuda.empty_cache()
     m = {**M.pipeline_metrics(all_data), **M.rollout_metrics(rows), **M.train_metrics(M.gather(result.train))}
     m.update(M.state_metrics(c.aggregator, c.engine, memory_stats()))
+    if c.dist.world_size > 1:
+        m["engine/ranks_agree"] = _engines_agree(c)
     m.update({"time/phase_1_4": t14["seconds"], "time/phase_5": t5["seconds"], "time/push": result.train.get("push_s", 0.0),
               "time/round": time.perf_counter() - start, **{f"time/phase_5_{k}": s for k, s in result.seconds.items()}})  # fmt: skip
     _report(c, runlog, r, m, all_data, rows)
@@ -125,6 +127,15 @@ def _finish(c: Components, runlog: RunLog) -> None:
         plot_run(c.out_dir / "metrics.jsonl", png)
         log.info("summary plot: %s", png)
     log.info("done: version %d, engine creations %d, logs in %s", c.aggregator.version, c.engine.creations, c.out_dir)
+
+
+def _engines_agree(c: Components) -> float:
+    """1.0 when every rank's engine answers a fixed greedy probe identically (same weights)."""
+    from unified.trainer.engine import SamplingConfig
+
+    probe = c.engine.generate(["def add(a, b):"], SamplingConfig(n=1, temperature=0.0, max_tokens=8, seed=0))[0][0]
+    answers = M.gather((probe.token_ids, [round(x, 4) for x in probe.logprobs], probe.version))
+    return float(all(a == answers[0] for a in answers))
 
 
 def _stop_requested(stop: StopRequest) -> bool:

