@@ -4,6 +4,9 @@
                            policy (FSDP2) -> ONE engine -> executor -> aggregator,
                            restored from a checkpoint when `trainer.resume` finds one
     save(c, round)         HF-format weights + optimizer + aggregator + RNG + config
+    phase_engine(c)        the engine a phase uses: the resident one, or (rollout.resident
+                           = false, the old design kept for `bench/round_time.py`) a fresh
+                           engine loaded with the current weights and torn down afterwards
 """
 
 from __future__ import annotations
@@ -11,6 +14,8 @@ from __future__ import annotations
 import logging
 import os
 import random
+import tempfile
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -144,6 +149,42 @@ def save(c: Components, round_index: int) -> Path | None:
     )
     log.info("checkpoint: %s", folder)
     return folder
+
+
+@contextmanager
+def phase_engine(c: Components):
+    """The engine for one phase. Resident (default): the one engine, weights already in it.
+    Restart mode: current weights -> a temporary HF folder -> a fresh engine -> torn down."""
+    if c.cfg.rollout.get("resident", True):
+        yield c.engine
+        return
+    from unified.trainer.engine import build_engine_from_config
+
+    state = c.policy.full_state_dict()
+    with tempfile.TemporaryDirectory(prefix="unified-restart-") as folder:
+        c.policy.write_pretrained(folder, state, c.tokenizer)  # each rank: its own local copy
+        engine = build_engine_from_config(c.cfg.rollout, folder, dtype=c.cfg.model.dtype, seed=c.cfg.seed + c.dist.rank,
+                                          allow_another=True)  # fmt: skip
+        engine.version = c.aggregator.version
+        resident, c.aggregator.engine = c.aggregator.engine, engine  # phase 5 pushes go into it
+        try:
+            yield engine
+        finally:
+            c.aggregator.engine = resident
+            close_keeping_process_group(engine)
+
+
+def close_keeping_process_group(engine) -> None:
+    """Tear an engine down without letting vLLM destroy the default process group (which
+    the policy's FSDP mesh still uses); vLLM's own sub-groups are destroyed as usual."""
+    import torch.distributed as dist
+
+    original = dist.destroy_process_group
+    dist.destroy_process_group = lambda group=None: None if group is None else original(group)
+    try:
+        engine.close()
+    finally:
+        dist.destroy_process_group = original
 
 
 def close(c: Components) -> None:

@@ -20,7 +20,7 @@ from omegaconf import DictConfig, OmegaConf
 from tqdm import tqdm
 
 from unified import metrics as M
-from unified.components import Components, build_components, close, save
+from unified.components import Components, build_components, close, phase_engine, save
 from unified.phase5 import Phase5Result, run_phase_5
 from unified.pipeline.parquet_io import write_round, write_rows
 from unified.pipeline.phases import run_phases_1_to_4
@@ -58,7 +58,8 @@ def run_round(c: Components, runlog: RunLog, r: int, stop: StopRequest) -> bool:
     evaluate = t.eval_every > 0 and (r - 1) % t.eval_every == 0
     pipeline = replace(c.pipeline, evaluate_baseline=c.pipeline.evaluate_baseline and evaluate)
     with runlog.phase(r, "phase_1_4") as t14, _bar(f"round {r} phases 1-4", 5, c) as bar:
-        data = run_phases_1_to_4(c.problems, c.engine, c.executor, pipeline, r, c.cfg.seed, lambda *_: bar.update())
+        with phase_engine(c) as engine:
+            data = run_phases_1_to_4(c.problems, engine, c.executor, pipeline, r, c.cfg.seed, lambda *_: bar.update())
         all_data = M.merge_rounds(M.gather(data))
         if c.dist.is_main:
             write_round(c.out_dir / f"round_{r}", all_data)
@@ -73,8 +74,9 @@ def run_round(c: Components, runlog: RunLog, r: int, stop: StopRequest) -> bool:
             log.warning("round %d: no valid tasks, phase 5 skipped", r)
         else:
             sampling = sampling_from_config(c.cfg.rollout, seed=(c.cfg.seed * 100_003 + r) * 7919)
-            result = run_phase_5(data.tasks, c.engine, c.executor, c.aggregator, c.update, c.pipeline, sampling,
-                                 round_index=r, pad_token_id=c.tokenizer.pad_token_id)  # fmt: skip
+            with phase_engine(c) as engine:
+                result = run_phase_5(data.tasks, engine, c.executor, c.aggregator, c.update, c.pipeline, sampling,
+                                     round_index=r, pad_token_id=c.tokenizer.pad_token_id)  # fmt: skip
         rows = [row for part in M.gather(list(result.rollouts)) for row in part]
         if c.dist.is_main:
             write_rows(c.out_dir / f"round_{r}", "rollouts", rows)

@@ -1,0 +1,94 @@
+"""Round time of the unified design against the old one, same config and seed.
+
+- unified: the resident engine, weights pushed in place after every optimizer step;
+- restart (`rollout.resident=false`): every round a fresh engine loads the current weights
+  for phases 1-4 and is torn down, then another fresh engine serves phase 5 (the old
+  separated design's cost, with everything else identical).
+
+Each run is a real `train_unified.py` process; the variants are interleaved (unified,
+restart, unified, ...) and each figure is the median over the repetitions of a run's
+mean round time (`time/round` in metrics.jsonl: the rounds, not the one-off start-up).
+
+    python bench/round_time.py [--repeats 3] [--rounds 2] [--problems 4] [--quick]
+
+Writes logs/bench/round_time.json: unified_s, restart_s, ratio (+ runs and settings).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+OUT = REPO / "logs" / "bench" / "round_time.json"
+VARIANTS = {"unified": "rollout.resident=true", "restart": "rollout.resident=false"}
+
+
+def one_run(variant: str, rounds: int, problems: int, extra: list[str]) -> dict:
+    with tempfile.TemporaryDirectory(prefix=f"round-time-{variant}-") as out:
+        cmd = [sys.executable, str(REPO / "train_unified.py"), "--benchmark", "mbpp", "--problems", str(problems),
+               "--rounds", str(rounds), f"--output-dir={out}", "trainer.save_every=1000", VARIANTS[variant], *extra]  # fmt: skip
+        env = {**os.environ, "VLLM_LOGGING_LEVEL": "WARNING"}
+        start = time.perf_counter()
+        proc = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True)
+        wall = time.perf_counter() - start
+        if proc.returncode != 0:
+            sys.exit(f"{variant} run failed (rc {proc.returncode}):\n{proc.stderr[-3000:]}")
+        rows = [json.loads(line) for line in Path(out, "metrics.jsonl").read_text().splitlines()]
+    return {
+        "round_s": statistics.mean(r["time/round"] for r in rows),
+        "phase_1_4_s": statistics.mean(r["time/phase_1_4"] for r in rows),
+        "phase_5_s": statistics.mean(r["time/phase_5"] for r in rows),
+        "push_s": statistics.mean(r["time/push"] for r in rows),
+        "engine_creations": rows[-1]["engine/creations"],
+        "version": rows[-1]["weights/version"],
+        "process_wall_s": wall,
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--problems", type=int, default=4)
+    parser.add_argument("--quick", action="store_true", help="1 repeat, 1 round, 2 problems (smoke run)")
+    parser.add_argument("overrides", nargs="*", help="extra Hydra overrides for both variants")
+    args = parser.parse_args()
+    if args.quick:
+        args.repeats, args.rounds, args.problems = 1, 1, 2
+
+    runs: dict[str, list[dict]] = {v: [] for v in VARIANTS}
+    for rep in range(args.repeats):
+        for variant in VARIANTS:  # interleaved, so background load hits both alike
+            runs[variant].append(one_run(variant, args.rounds, args.problems, args.overrides))
+            r = runs[variant][-1]
+            print(f"rep {rep + 1}/{args.repeats} {variant:8s} round {r['round_s']:6.1f}s  phases 1-4 "
+                  f"{r['phase_1_4_s']:6.1f}s  phase 5 {r['phase_5_s']:6.1f}s  engines {r['engine_creations']}", flush=True)  # fmt: skip
+
+    med = {v: statistics.median(r["round_s"] for r in rs) for v, rs in runs.items()}
+    result = {
+        "unified_s": round(med["unified"], 2),
+        "restart_s": round(med["restart"], 2),
+        "ratio": round(med["unified"] / med["restart"], 3),
+        "runs": runs,
+        "settings": {"repeats": args.repeats, "rounds": args.rounds, "problems": args.problems, "overrides": args.overrides},
+        "machine": {"cpus": os.cpu_count(), "python": platform.python_version(), "platform": platform.platform(),
+                    "load_avg_1m": os.getloadavg()[0]},  # fmt: skip
+    }
+    OUT.parent.mkdir(parents=True, exist_ok=True)
+    OUT.write_text(json.dumps(result, indent=2) + "\n")
+    print(f"\n{'variant':10s} {'round (median)':>15s}\n{'unified':10s} {result['unified_s']:14.2f}s\n"
+          f"{'restart':10s} {result['restart_s']:14.2f}s\nratio unified/restart = {result['ratio']} (target <= 0.6)")
+    print(f"wrote {OUT}")
+
+
+if __name__ == "__main__":
+    main()
