@@ -10,6 +10,7 @@ import sys
 
 
 def main(argv=None) -> int:
+    os.environ.setdefault("VLLM_LOGGING_LEVEL", "WARNING")  # vLLM's INFO lines drown the round summaries
     from unified.cli import parse_args
     from unified.config import UserError, compose_config, to_yaml
 

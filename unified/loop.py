@@ -54,33 +54,15 @@ def train(cfg: DictConfig) -> int:
 
 def run_round(c: Components, runlog: RunLog, r: int, stop: StopRequest) -> bool:
     """One round; False when a stop signal ended the run (after a checkpoint)."""
-    t, start, rng_at_start = c.cfg.trainer, time.perf_counter(), rng_state()
-    evaluate = t.eval_every > 0 and (r - 1) % t.eval_every == 0
-    pipeline = replace(c.pipeline, evaluate_baseline=c.pipeline.evaluate_baseline and evaluate)
-    with runlog.phase(r, "phase_1_4") as t14, _bar(f"round {r} phases 1-4", 5, c) as bar:
-        with phase_engine(c) as engine:
-            data = run_phases_1_to_4(c.problems, engine, c.executor, pipeline, r, c.cfg.seed, lambda *_: bar.update())
-        all_data = M.merge_rounds(M.gather(data))
-        if c.dist.is_main:
-            write_round(c.out_dir / f"round_{r}", all_data)
-        log.info("round %d: %d tasks kept of %d candidates", r, len(all_data.tasks), len(all_data.candidate_tasks))
+    start, rng_at_start = time.perf_counter(), rng_state()
+    with runlog.phase(r, "phase_1_4") as t14:
+        data, all_data = phases_1_to_4(c, r)
     if _stop_requested(stop):  # nothing trained yet this round: save the state it started from
         set_rng_state(rng_at_start)
         save(c, r - 1)
         return False
     with runlog.phase(r, "phase_5") as t5:
-        result = Phase5Result((), {}, {})
-        if all_reduce_int(len(data.tasks), "sum") == 0:
-            log.warning("round %d: no valid tasks, phase 5 skipped", r)
-        else:
-            sampling = sampling_from_config(c.cfg.rollout, seed=(c.cfg.seed * 100_003 + r) * 7919)
-            with phase_engine(c) as engine:
-                result = run_phase_5(data.tasks, engine, c.executor, c.aggregator, c.update, c.pipeline, sampling,
-                                     round_index=r, pad_token_id=c.tokenizer.pad_token_id)  # fmt: skip
-        rows = [row for part in M.gather(list(result.rollouts)) for row in part]
-        if c.dist.is_main:
-            write_rows(c.out_dir / f"round_{r}", "rollouts", rows)
-        log.info("round %d: phase 5 on %d rollouts, %d optimizer steps", r, len(rows), result.train.get("steps", 0))
+        result, rows = phase_5(c, r, data.tasks)
     gc.collect()  # free between rounds; the engine stays
     if torch.cuda.is_available():
         torch.cuda.empty_cache()
@@ -92,9 +74,40 @@ def run_round(c: Components, runlog: RunLog, r: int, stop: StopRequest) -> bool:
               "time/round": time.perf_counter() - start, **{f"time/phase_5_{k}": s for k, s in result.seconds.items()}})  # fmt: skip
     _report(c, runlog, r, m, all_data, rows)
     stopping = _stop_requested(stop)
-    if r % t.save_every == 0 or r == t.rounds or stopping:
+    if r % c.cfg.trainer.save_every == 0 or r == c.cfg.trainer.rounds or stopping:
         save(c, r)
     return not stopping
+
+
+def phases_1_to_4(c: Components, r: int):
+    """This rank's RoundData, and every rank's merged (written as Parquet by rank 0)."""
+    t = c.cfg.trainer
+    evaluate = t.eval_every > 0 and (r - 1) % t.eval_every == 0
+    pipeline = replace(c.pipeline, evaluate_baseline=c.pipeline.evaluate_baseline and evaluate)
+    with _bar(f"round {r} phases 1-4", 5, c) as bar, phase_engine(c) as engine:
+        data = run_phases_1_to_4(c.problems, engine, c.executor, pipeline, r, c.cfg.seed, lambda *_: bar.update())
+    all_data = M.merge_rounds(M.gather(data))
+    if c.dist.is_main:
+        write_round(c.out_dir / f"round_{r}", all_data)
+    log.info("round %d: %d tasks kept of %d candidates", r, len(all_data.tasks), len(all_data.candidate_tasks))
+    return data, all_data
+
+
+def phase_5(c: Components, r: int, tasks) -> tuple[Phase5Result, list[dict]]:
+    """Rollouts, rewards and updates on this rank's tasks; every rank's rollout rows."""
+    result = Phase5Result((), {}, {})
+    if all_reduce_int(len(tasks), "sum") == 0:
+        log.warning("round %d: no valid tasks, phase 5 skipped", r)
+    else:
+        sampling = sampling_from_config(c.cfg.rollout, seed=(c.cfg.seed * 100_003 + r) * 7919)
+        with _bar(f"round {r} phase 5", None, c) as bar, phase_engine(c) as engine:
+            result = run_phase_5(tasks, engine, c.executor, c.aggregator, c.update, c.pipeline, sampling,
+                                 round_index=r, pad_token_id=c.tokenizer.pad_token_id, on_chunk=bar.update)  # fmt: skip
+    rows = [row for part in M.gather(list(result.rollouts)) for row in part]
+    if c.dist.is_main:
+        write_rows(c.out_dir / f"round_{r}", "rollouts", rows)
+    log.info("round %d: phase 5 on %d rollouts, %d optimizer steps", r, len(rows), result.train.get("steps", 0))
+    return result, rows
 
 
 def _report(c: Components, runlog: RunLog, r: int, m: dict, data, rows: list[dict]) -> None:
@@ -144,7 +157,7 @@ def _stop_requested(stop: StopRequest) -> bool:
     return all_reduce_int(int(stop.requested), "max") == 1  # every rank stops together
 
 
-def _bar(desc: str, total: int, c: Components):
+def _bar(desc: str, total: int | None, c: Components):
     return tqdm(total=total, desc=desc, disable=None if c.dist.is_main else True, leave=False)
 
 

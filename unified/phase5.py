@@ -18,7 +18,7 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import dataclass, replace
-from typing import Sequence
+from typing import Callable, Sequence
 
 from unified.pipeline.phases import PipelineConfig, score_rollouts
 from unified.trainer.aggregator import Aggregator
@@ -52,6 +52,7 @@ def run_phase_5(
     *,
     round_index: int,
     pad_token_id: int,
+    on_chunk: Callable[[], object] | None = None,
 ) -> Phase5Result:
     size = tasks_per_chunk(aggregator, update, sampling.n)
     chunks = all_reduce_int(math.ceil(len(tasks) / size), "max")
@@ -82,6 +83,8 @@ def run_phase_5(
         clock = time.perf_counter()
         summaries.append(train_on_samples(samples, aggregator, update, pad_token_id=pad_token_id))
         seconds["train"] += time.perf_counter() - clock
+        if on_chunk is not None:
+            on_chunk()
     return Phase5Result(tuple(rows), merge_summaries(summaries), seconds)
 
 
