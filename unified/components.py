@@ -108,6 +108,7 @@ def build_components(cfg: DictConfig) -> Components:
     tokenizer = load_tokenizer(model_path)
     policy = build_policy_from_config(cfg.model, model_path, info.device)
     engine = build_engine_from_config(cfg.rollout, model_path, dtype=cfg.model.dtype, seed=cfg.seed + info.rank)
+    _warm_up(engine)
     try:
         aggregator = build_aggregator(cfg.algorithm, policy, engine, snapshot_dir=out_dir / "snapshots")
         update = build_update_config(cfg.algorithm, cfg.rollout)
@@ -126,6 +127,14 @@ def build_components(cfg: DictConfig) -> Components:
         cfg, info, problems, all_ids, tokenizer, policy, engine, executor, aggregator, update,
         _pipeline_config(cfg), out_dir, start, resume,
     )  # fmt: skip
+
+
+def _warm_up(engine) -> None:
+    """vLLM's first generate pays one-off set-up (seconds on CPU): do it here, not in round 1."""
+    from unified.trainer.engine import SamplingConfig
+
+    for temperature in (0.0, 1.0):
+        engine.generate(["def f(x):"], SamplingConfig(n=2, temperature=temperature, max_tokens=4, seed=0))
 
 
 def save(c: Components, round_index: int) -> Path | None:
@@ -165,6 +174,7 @@ def phase_engine(c: Components):
         c.policy.write_pretrained(folder, state, c.tokenizer)  # each rank: its own local copy
         engine = build_engine_from_config(c.cfg.rollout, folder, dtype=c.cfg.model.dtype, seed=c.cfg.seed + c.dist.rank,
                                           allow_another=True)  # fmt: skip
+        _warm_up(engine)  # the old design paid this in every fresh engine too
         engine.version = c.aggregator.version
         resident, c.aggregator.engine = c.aggregator.engine, engine  # phase 5 pushes go into it
         try:
