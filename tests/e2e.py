@@ -21,7 +21,9 @@ FAST = [
 
 
 def env() -> dict:
-    e = dict(os.environ)
+    # this pytest process may hold a world-size-1 process group: its rendezvous must not leak
+    drop = {"MASTER_ADDR", "MASTER_PORT", "RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "GROUP_RANK"}
+    e = {k: v for k, v in os.environ.items() if k not in drop and not k.startswith("TORCHELASTIC_")}
     e.setdefault("VLLM_LOGGING_LEVEL", "WARNING")
     e["PYTHONUNBUFFERED"] = "1"
     return e

