@@ -38,6 +38,11 @@ def test_run_leaves_logs_parquet_tensorboard_and_a_final_checkpoint(two_rounds):
     # save_every=5 > rounds: only the end-of-run checkpoint exists
     assert (out / "checkpoints" / "latest").read_text().strip() == "round_000002"
     assert (out / "tensorboard" / "summary.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    # the final weights' greedy pass@1, as EvalPlus samples
+    samples = [json.loads(line) for line in (out / "eval" / "samples.jsonl").read_text().splitlines()]
+    assert [s["task_id"] for s in samples] == ["Mbpp/2", "Mbpp/3"] and all("solution" in s for s in samples)
+    assert 0.0 <= json.loads((out / "eval" / "eval_results.json").read_text())["pass@1"] <= 1.0
+    assert "final pass@1" in proc.stdout
 
 
 def test_engine_is_created_once_and_weights_are_pushed(two_rounds):

@@ -135,6 +135,8 @@ def _announce(c: Components, runlog: RunLog) -> None:
 
 
 def _finish(c: Components, runlog: RunLog) -> None:
+    if c.cfg.trainer.eval_every > 0:
+        final_evaluation(c, runlog)
     if c.dist.is_main and (c.out_dir / "metrics.jsonl").exists():
         from unified.plots import plot_run
 
@@ -142,6 +144,22 @@ def _finish(c: Components, runlog: RunLog) -> None:
         plot_run(c.out_dir / "metrics.jsonl", png)
         log.info("summary plot: %s", png)
     log.info("done: version %d, engine creations %d, logs in %s", c.aggregator.version, c.engine.creations, c.out_dir)
+
+
+def final_evaluation(c: Components, runlog: RunLog) -> None:
+    """Greedy pass@1 of the final weights on the hidden tests; EvalPlus samples.jsonl."""
+    from unified.evaluate import EvalResult, evaluate, write_results_json, write_samples_jsonl
+
+    parts = M.gather(evaluate(c.problems, c.engine, c.executor, c.pipeline.program_max_tokens, seed=c.cfg.seed))
+    per_problem = {k: v for p in parts for k, v in p.per_problem.items()}
+    scored = [v for v in per_problem.values() if v is not None]
+    result = EvalResult(sum(scored) / len(scored) if scored else 0.0, per_problem, [s for p in parts for s in p.samples])
+    if c.dist.is_main:
+        write_samples_jsonl(result.samples, c.out_dir / "eval" / "samples.jsonl")
+        write_results_json(result, c.out_dir / "eval" / "eval_results.json", version=c.aggregator.version)
+        runlog.scalars(c.cfg.trainer.rounds, {"eval/final_pass@1": result.pass_at_1})
+    log.info("final pass@1 %.3f (%d/%d problems) at version %d: %s", result.pass_at_1, result.passed, result.scored,
+             c.aggregator.version, c.out_dir / "eval" / "samples.jsonl")  # fmt: skip
 
 
 def _engines_agree(c: Components) -> float:
