@@ -24,7 +24,7 @@ from unified.components import Components, build_components, close, phase_engine
 from unified.phase5 import Phase5Result, run_phase_5
 from unified.pipeline.parquet_io import write_round, write_rows
 from unified.pipeline.phases import run_phases_1_to_4
-from unified.runlog import RunLog, memory_stats
+from unified.runlog import RunLog, memory_stats, set_aside_previous_run
 from unified.stopping import StopRequest
 from unified.trainer.checkpoint import rng_state, set_rng_state
 from unified.trainer.distributed import all_reduce_int
@@ -35,7 +35,10 @@ log = logging.getLogger("unified")
 
 def train(cfg: DictConfig) -> int:
     """Run the configured rounds; returns the process exit code."""
+    moved = set_aside_previous_run(cfg.output_dir) if _is_main() and str(cfg.trainer.resume) == "none" else None
     runlog = RunLog(cfg.output_dir, enabled=_is_main())
+    if moved:
+        log.info("an earlier run in %s was moved to %s (use --resume auto to continue a run)", cfg.output_dir, moved)
     try:
         c = build_components(cfg)
         try:

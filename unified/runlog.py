@@ -33,6 +33,21 @@ def memory_stats() -> dict[str, float]:
     return stats
 
 
+def set_aside_previous_run(out_dir: Path) -> Path | None:
+    """A fresh run (no resume) into a folder that holds an earlier run: move the earlier
+    run to `<out_dir>.<timestamp>` rather than mix or delete it. Returns where it went."""
+    out_dir = Path(out_dir)
+    if not (out_dir / "main.log").exists() and not (out_dir / "checkpoints").exists():
+        return None
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    target = out_dir.with_name(f"{out_dir.name}.{stamp}")
+    n = 1
+    while target.exists():
+        target, n = out_dir.with_name(f"{out_dir.name}.{stamp}-{n}"), n + 1
+    out_dir.rename(target)
+    return target
+
+
 class RunLog:
     def __init__(self, out_dir: Path, enabled: bool = True):
         self.out_dir = Path(out_dir)
