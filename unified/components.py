@@ -37,7 +37,7 @@ class Components:
     all_problem_ids: tuple
     tokenizer: object
     policy: object
-    engine: object
+    engine: object  # the resident engine (None in restart mode)
     executor: object
     aggregator: object
     update: object  # update.UpdateConfig
@@ -107,8 +107,10 @@ def build_components(cfg: DictConfig) -> Components:
     problems, all_ids = _load_problems(cfg, executor, info.rank, info.world_size)
     tokenizer = load_tokenizer(model_path)
     policy = build_policy_from_config(cfg.model, model_path, info.device)
-    engine = build_engine_from_config(cfg.rollout, model_path, dtype=cfg.model.dtype, seed=cfg.seed + info.rank)
-    _warm_up(engine)
+    engine = None  # restart mode (rollout.resident=false) builds one per phase instead
+    if cfg.rollout.get("resident", True):
+        engine = build_engine_from_config(cfg.rollout, model_path, dtype=cfg.model.dtype, seed=cfg.seed + info.rank)
+        _warm_up(engine)
     try:
         aggregator = build_aggregator(cfg.algorithm, policy, engine, snapshot_dir=out_dir / "snapshots")
         update = build_update_config(cfg.algorithm, cfg.rollout)
@@ -119,7 +121,8 @@ def build_components(cfg: DictConfig) -> Components:
         state, optimizer_state = ckpt.load_checkpoint(resume)
         aggregator.load_optimizer_state_dict(optimizer_state)
         aggregator.load_state_dict(state["aggregator"])
-        engine.version = aggregator.version  # it loaded these very weights from the checkpoint
+        if engine is not None:
+            engine.version = aggregator.version  # it loaded these very weights from the checkpoint
         ckpt.set_rng_state(state["rng"])
         start = int(state["round"]) + 1
         log.info("resumed from %s: continuing at round %d (version %d)", resume, start, aggregator.version)
@@ -164,7 +167,7 @@ def save(c: Components, round_index: int) -> Path | None:
 def phase_engine(c: Components):
     """The engine for one phase. Resident (default): the one engine, weights already in it.
     Restart mode: current weights -> a temporary HF folder -> a fresh engine -> torn down."""
-    if c.cfg.rollout.get("resident", True):
+    if c.engine is not None:
         yield c.engine
         return
     from unified.trainer.engine import build_engine_from_config
@@ -200,7 +203,8 @@ def close_keeping_process_group(engine) -> None:
 def close(c: Components) -> None:
     """vLLM first (it tears the process group down with it), then the sandbox pool."""
     try:
-        c.engine.close()
+        if c.engine is not None:
+            c.engine.close()
     finally:
         c.executor.close()
         if os.environ.get("UNIFIED_KEEP_PG") is None:

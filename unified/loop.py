@@ -28,7 +28,7 @@ from unified.runlog import RunLog, memory_stats, set_aside_previous_run
 from unified.stopping import StopRequest
 from unified.trainer.checkpoint import rng_state, set_rng_state
 from unified.trainer.distributed import all_reduce_int
-from unified.trainer.engine import sampling_from_config
+from unified.trainer.engine import engine_creations, sampling_from_config
 
 log = logging.getLogger("unified")
 
@@ -70,7 +70,7 @@ def run_round(c: Components, runlog: RunLog, r: int, stop: StopRequest) -> bool:
     if torch.cuda.is_available():
         torch.cuda.empty_cache()
     m = {**M.pipeline_metrics(all_data), **M.rollout_metrics(rows), **M.train_metrics(M.gather(result.train))}
-    m.update(M.state_metrics(c.aggregator, c.engine, memory_stats()))
+    m.update(M.state_metrics(c.aggregator, memory_stats()))
     if c.dist.world_size > 1:
         m["engine/ranks_agree"] = _engines_agree(c)
     m.update({"time/phase_1_4": t14["seconds"], "time/phase_5": t5["seconds"], "time/push": result.train.get("push_s", 0.0),
@@ -132,7 +132,7 @@ def _announce(c: Components, runlog: RunLog) -> None:
     runlog.hparams(flat)
     log.info("run %s: %d problems over %d rank(s), model %s, engine %s (engine creations: %d)",
              c.out_dir, len(c.all_problem_ids), c.dist.world_size, c.cfg.model.path or "embedded tiny Qwen2",
-             c.cfg.rollout.backend, c.engine.creations)  # fmt: skip
+             c.cfg.rollout.backend, engine_creations())  # fmt: skip
     if c.start_round > c.cfg.trainer.rounds:
         log.info("the checkpoint already covers round %d of %d: nothing to run", c.start_round - 1, c.cfg.trainer.rounds)
 
@@ -146,14 +146,15 @@ def _finish(c: Components, runlog: RunLog) -> None:
         png = c.out_dir / "tensorboard" / "summary.png"
         plot_run(c.out_dir / "metrics.jsonl", png)
         log.info("summary plot: %s", png)
-    log.info("done: version %d, engine creations %d, logs in %s", c.aggregator.version, c.engine.creations, c.out_dir)
+    log.info("done: version %d, engine creations %d, logs in %s", c.aggregator.version, engine_creations(), c.out_dir)
 
 
 def final_evaluation(c: Components, runlog: RunLog) -> None:
     """Greedy pass@1 of the final weights on the hidden tests; EvalPlus samples.jsonl."""
     from unified.evaluate import EvalResult, evaluate, write_results_json, write_samples_jsonl
 
-    parts = M.gather(evaluate(c.problems, c.engine, c.executor, c.pipeline.program_max_tokens, seed=c.cfg.seed))
+    with phase_engine(c) as engine:
+        parts = M.gather(evaluate(c.problems, engine, c.executor, c.pipeline.program_max_tokens, seed=c.cfg.seed))
     per_problem = {k: v for p in parts for k, v in p.per_problem.items()}
     scored = [v for v in per_problem.values() if v is not None]
     result = EvalResult(sum(scored) / len(scored) if scored else 0.0, per_problem, [s for p in parts for s in p.samples])
@@ -169,7 +170,8 @@ def _engines_agree(c: Components) -> float:
     """1.0 when every rank's engine answers a fixed greedy probe identically (same weights)."""
     from unified.trainer.engine import SamplingConfig
 
-    probe = c.engine.generate(["def add(a, b):"], SamplingConfig(n=1, temperature=0.0, max_tokens=8, seed=0))[0][0]
+    with phase_engine(c) as engine:
+        probe = engine.generate(["def add(a, b):"], SamplingConfig(n=1, temperature=0.0, max_tokens=8, seed=0))[0][0]
     answers = M.gather((probe.token_ids, [round(x, 4) for x in probe.logprobs], probe.version))
     return float(all(a == answers[0] for a in answers))
 

@@ -21,6 +21,7 @@ from typing import Sequence
 
 import torch.distributed as dist
 
+from unified.trainer.engine import engine_creations
 from unified.types import TASK_KINDS
 
 LOSS_KEYS = {"pg_loss": "losses/pg_loss", "kl": "losses/kl", "entropy": "losses/entropy", "loss": "losses/total",
@@ -107,14 +108,14 @@ def train_metrics(parts: Sequence[dict]) -> dict:
     return out
 
 
-def state_metrics(aggregator, engine, memory: dict) -> dict:
+def state_metrics(aggregator, memory: dict) -> dict:
     stats = aggregator.stats()
     out = {
         "weights/version": stats["version"],
         "weights/global_step": stats["global_step"],
         "weights/total_contributions": stats["total_contributions"],
         "weights/pending_contributions": stats["pending_contributions"],
-        "engine/creations": engine.creations,
+        "engine/creations": engine_creations(),
         "engine/pushes": stats["pushes"],
         "engine/failed_pushes": stats["failed_pushes"],
         "engine/last_push_s": stats["last_push_s"],
