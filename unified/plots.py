@@ -73,6 +73,7 @@ def plot_run(metrics_jsonl: str | Path, out_png: str | Path, title: str | None =
 
     matplotlib.use("Agg", force=True)
     import matplotlib.pyplot as plt
+    from matplotlib.ticker import MaxNLocator
 
     rows = read_metrics(metrics_jsonl)
     out_png = Path(out_png)
@@ -114,6 +115,7 @@ def plot_run(metrics_jsonl: str | Path, out_png: str | Path, title: str | None =
         else:
             _empty(ax_t)
         ax_t.set_xlabel("round")
+        ax_t.xaxis.set_major_locator(MaxNLocator(integer=True))  # rounds are whole numbers
         rounds = [r["round"] for r in rows if isinstance(r.get("round"), (int, float))]
         if len(set(rounds)) == 1:  # one round: give the axis some width around it
             ax_t.set_xlim(rounds[0] - 1, rounds[0] + 1)
