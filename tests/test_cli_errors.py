@@ -52,3 +52,14 @@ def test_help_lists_the_flags():
     assert proc.returncode == 0
     for flag in ("--benchmark", "--problems", "--problem-id", "--rounds", "--save-every", "--resume", "--gpu", "--output-dir", "--cfg"):
         assert flag in proc.stdout
+
+
+def test_corrupted_resume_checkpoint_is_one_line_and_touches_nothing(tmp_path, capsys):
+    bogus = tmp_path / "round_000003"
+    bogus.mkdir()
+    (bogus / "state.pt").write_text("not a checkpoint")
+    out = tmp_path / "run"
+    assert main(["--resume", str(bogus), "--output-dir", str(out)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "incomplete or corrupted" in err[0], err
+    assert not (out / "main.log").exists()  # failed before the run folder was used

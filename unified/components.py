@@ -1,5 +1,6 @@
 """Everything the round loop holds for the whole run, built ONCE, and its checkpoints.
 
+    check_inputs(cfg)      problems, checkpoint, model, pipeline config: read and checked
     build_components(cfg)  process group -> problems (this rank's share) -> tokenizer ->
                            policy (FSDP2) -> ONE engine -> executor -> aggregator,
                            restored from a checkpoint when `trainer.resume` finds one
@@ -59,18 +60,33 @@ def seed_everything(seed: int, deterministic: bool) -> None:
         torch.use_deterministic_algorithms(True)
 
 
-def _load_problems(cfg: DictConfig, executor, rank: int, world: int):
-    from unified.pipeline.benchmarks import BenchmarkError, load_problems, with_expected_outputs
+@dataclass(frozen=True)
+class Inputs:
+    """What the user asked for, read and checked before anything is built or written."""
+
+    problems: tuple  # every selected problem (expected outputs not yet filled)
+    model_path: str  # a local HF folder: the checkpoint's model when resuming
+    resume: Path | None
+    pipeline: object  # phases.PipelineConfig
+
+
+def check_inputs(cfg: DictConfig) -> Inputs:
+    """Problem selection, checkpoint, model and pipeline config: every mistake here is one
+    clear line (UserError) before the run folder is touched or an engine starts."""
+    from unified.models import resolve_model_path
+    from unified.pipeline.benchmarks import BenchmarkError, load_problems
 
     b = cfg.benchmark
     try:
         problems = load_problems(b.name, b.source, b.problems, list(b.problem_ids))
-    except BenchmarkError as exc:
+        resume = ckpt.find_resume(Path(cfg.output_dir) / "checkpoints", str(cfg.trainer.resume))
+    except (BenchmarkError, ValueError) as exc:
         raise UserError(str(exc)) from None
+    world = int(os.environ.get("WORLD_SIZE", 1))
     if len(problems) < world:
         raise UserError(f"{len(problems)} problem(s) for {world} ranks: select at least one problem per rank (--problems {world})")
-    mine = with_expected_outputs(problems[rank::world], executor.run_batch)
-    return tuple(mine), tuple(p.task_id for p in problems)
+    model_path = str(resume / "model") if resume else resolve_model_path(cfg.model.path)
+    return Inputs(tuple(problems), model_path, resume, _pipeline_config(cfg))
 
 
 def _pipeline_config(cfg: DictConfig):
@@ -85,8 +101,9 @@ def _pipeline_config(cfg: DictConfig):
         raise UserError(str(exc)) from None
 
 
-def build_components(cfg: DictConfig) -> Components:
-    from unified.models import load_tokenizer, resolve_model_path
+def build_components(cfg: DictConfig, inputs: Inputs) -> Components:
+    from unified.models import load_tokenizer
+    from unified.pipeline.benchmarks import with_expected_outputs
     from unified.pipeline.executor import build_executor, executor_config_from
     from unified.trainer.aggregator import build_aggregator
     from unified.trainer.distributed import init_distributed
@@ -97,14 +114,15 @@ def build_components(cfg: DictConfig) -> Components:
     t = cfg.trainer
     info = init_distributed(t.device)  # before the engine: vLLM reuses this process group
     seed_everything(cfg.seed + info.rank, t.deterministic)
-    out_dir = Path(cfg.output_dir)
-    resume = ckpt.find_resume(out_dir / "checkpoints", str(t.resume)) if str(t.resume) != "none" else None
-    model_path = str(resume / "model") if resume else resolve_model_path(cfg.model.path)
+    out_dir, resume, model_path = Path(cfg.output_dir), inputs.resume, inputs.model_path
+    if resume is None and str(t.resume) == "auto":
+        log.info("--resume auto: no checkpoint in %s, starting at round 1", out_dir / "checkpoints")
     try:
         executor = build_executor(executor_config_from(cfg.executor))
     except ValueError as exc:
         raise UserError(str(exc)) from None
-    problems, all_ids = _load_problems(cfg, executor, info.rank, info.world_size)
+    problems = tuple(with_expected_outputs(inputs.problems[info.rank :: info.world_size], executor.run_batch))
+    all_ids = tuple(p.task_id for p in inputs.problems)
     tokenizer = load_tokenizer(model_path)
     policy = build_policy_from_config(cfg.model, model_path, info.device)
     engine = None  # restart mode (rollout.resident=false) builds one per phase instead
@@ -128,7 +146,7 @@ def build_components(cfg: DictConfig) -> Components:
         log.info("resumed from %s: continuing at round %d (version %d)", resume, start, aggregator.version)
     return Components(
         cfg, info, problems, all_ids, tokenizer, policy, engine, executor, aggregator, update,
-        _pipeline_config(cfg), out_dir, start, resume,
+        inputs.pipeline, out_dir, start, resume,
     )  # fmt: skip
 
 

@@ -20,7 +20,7 @@ from omegaconf import DictConfig, OmegaConf
 from tqdm import tqdm
 
 from unified import metrics as M
-from unified.components import Components, build_components, close, phase_engine, save
+from unified.components import Components, build_components, check_inputs, close, phase_engine, save
 from unified.phase5 import Phase5Result, run_phase_5
 from unified.pipeline.parquet_io import write_round, write_rows
 from unified.pipeline.phases import run_phases_1_to_4
@@ -35,12 +35,13 @@ log = logging.getLogger("unified")
 
 def train(cfg: DictConfig) -> int:
     """Run the configured rounds; returns the process exit code."""
+    inputs = check_inputs(cfg)  # bad input fails here, before the run folder is touched
     moved = set_aside_previous_run(cfg.output_dir) if _is_main() and str(cfg.trainer.resume) == "none" else None
     runlog = RunLog(cfg.output_dir, enabled=_is_main())
     if moved:
         log.info("an earlier run in %s was moved to %s (use --resume auto to continue a run)", cfg.output_dir, moved)
     try:
-        c = build_components(cfg)
+        c = build_components(cfg, inputs)
         try:
             _announce(c, runlog)
             with StopRequest() as stop:
