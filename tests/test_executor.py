@@ -219,7 +219,9 @@ def test_ray_backend_runs_batches_in_order():
     if owns:
         ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
     try:
-        ex = build_executor(ExecutorConfig(backend="ray", workers=1, timeout_s=1.0))
+        # 2 workers: run_twice's second run must fork from another worker's image, or an
+        # address-dependent result (id()) repeats and the determinism check cannot see it
+        ex = build_executor(ExecutorConfig(backend="ray", workers=2, timeout_s=1.0))
         calls = [ExecCall("def f(x):\n    return (x, x * x)", "f", (i,)) for i in range(30)]
         calls.append(ExecCall("import socket\ndef f():\n    return 1", "f"))
         calls.append(ExecCall("def f():\n    while True:\n        pass", "f"))

@@ -280,7 +280,9 @@ class Executor:
         return [r if isinstance(r, ExecResult) else result_from_reply(r) for r in replies]
 
     def run_twice(self, calls: Sequence[ExecCall]) -> list[tuple[ExecResult, ExecResult]]:
-        """Each call twice, on different workers when there are several (determinism check)."""
+        """Each call twice, on different workers when there are several (determinism check).
+        With one worker both runs fork from the same process image, so results that depend
+        on memory addresses (`id()`, default `hash()`) repeat: use >= 2 workers to catch them."""
         first, ran_on = self.run_replies(calls)
         second, _ = self.run_replies(calls, avoid=ran_on)
         convert = lambda r: r if isinstance(r, ExecResult) else result_from_reply(r)  # noqa: E731
