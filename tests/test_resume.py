@@ -85,3 +85,28 @@ def test_kill_9_mid_round_then_resume_completes(straight, tmp_path):
     run(tmp_path, "--rounds", "4", "--resume", "auto", *DET)
     assert _state(tmp_path)["round"] == 4
     assert_same_weights(final_weights(straight), final_weights(tmp_path))
+
+
+def test_sigterm_checkpoints_and_exits_cleanly(tmp_path):
+    import signal
+
+    proc = subprocess.Popen(command(tmp_path, "--rounds", "50", "trainer.save_every=1000"), cwd=REPO, env=env(),
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)  # fmt: skip
+    try:
+        deadline = time.time() + 400
+        log = tmp_path / "main.log"
+        while not (log.exists() and "round 1/50 |" in log.read_text()):
+            assert proc.poll() is None, "the run ended early"
+            assert time.time() < deadline, "round 1 never finished"
+            time.sleep(0.2)
+        proc.send_signal(signal.SIGTERM)
+        out, _ = proc.communicate(timeout=300)
+    finally:
+        proc.kill()
+    assert proc.returncode == 128 + signal.SIGTERM, out[-3000:]
+    assert "SIGTERM received" in out
+    state = _state(tmp_path)  # save_every=1000: this checkpoint exists only because of the signal
+    assert 1 <= state["round"] < 50
+    proc2 = run(tmp_path, "--rounds", str(state["round"] + 1), "--resume", "auto", "trainer.save_every=1000")
+    assert f"continuing at round {state['round'] + 1}" in proc2.stdout
+    assert _state(tmp_path)["round"] == state["round"] + 1
