@@ -53,34 +53,10 @@ TARGET_SHARE = 0.05
 
 def build_random_qwen2(path: Path, shape: dict, seed: int = 0) -> Path:
     """A random-weight Qwen2 in HF format with the tiny model's tokenizer."""
-    import torch
-    from transformers import GenerationConfig, Qwen2Config, Qwen2ForCausalLM
-
     from unified.models import load_tokenizer
-    from unified.tiny_model import ARCH, default_model_dir
+    from unified.tiny_model import ARCH, default_model_dir, save_random_qwen2
 
-    tokenizer = load_tokenizer(str(default_model_dir()))
-    config = Qwen2Config(
-        vocab_size=ARCH["vocab_size"],
-        max_position_embeddings=ARCH["max_position_embeddings"],
-        tie_word_embeddings=True,
-        rope_theta=10000.0,
-        bos_token_id=tokenizer.convert_tokens_to_ids("<|endoftext|>"),
-        eos_token_id=tokenizer.convert_tokens_to_ids("<|im_end|>"),
-        pad_token_id=tokenizer.pad_token_id,
-        torch_dtype="float32",
-        **shape,
-    )
-    with torch.random.fork_rng():
-        torch.manual_seed(seed)
-        model = Qwen2ForCausalLM(config)
-    model.generation_config = GenerationConfig(eos_token_id=config.eos_token_id, pad_token_id=config.pad_token_id)
-    model.save_pretrained(path, safe_serialization=True)
-    tokenizer.save_pretrained(path)
-    return path
-
-
-# ------------------------------------------------------------------------------ one size (child)
+    return save_random_qwen2(path, load_tokenizer(str(default_model_dir())), {**ARCH, **shape}, seed)
 
 
 def measure_one(model_dir: str, repeats: int, prompts: int, n: int, max_tokens: int) -> dict:

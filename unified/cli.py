@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import Sequence
+from typing import Callable, Sequence
 
 from unified.config import UserError
 
@@ -75,3 +75,16 @@ def parse_args(argv: Sequence[str] | None = None) -> tuple[argparse.Namespace, l
         if "=" not in ov and not ov.startswith("~"):  # ~key deletes a key
             raise UserError(f"malformed override {ov!r}: write overrides as key=value, e.g. trainer.rounds=3")
     return args, overrides + list(args.overrides)
+
+
+def exit_code(run: Callable[[], int]) -> int:
+    """Run a command's body: a UserError is one `error: ...` line on stderr and exit code 2
+    (no traceback), Ctrl-C is exit code 130."""
+    try:
+        return run()
+    except UserError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130

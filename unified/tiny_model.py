@@ -85,34 +85,41 @@ def _build_tokenizer():
 
 def build_tiny_model(path: Path) -> Path:
     """Build tokenizer and model into `path` atomically (temp dir + rename)."""
-    import torch
-    from transformers import GenerationConfig, Qwen2Config, Qwen2ForCausalLM
-
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(path.name + f".tmp{os.getpid()}")
-    tokenizer = _build_tokenizer()
-    tokenizer.save_pretrained(tmp)
-    config = Qwen2Config(
-        **ARCH,
-        bos_token_id=tokenizer.convert_tokens_to_ids("<|endoftext|>"),
-        eos_token_id=tokenizer.convert_tokens_to_ids("<|im_end|>"),
-        pad_token_id=tokenizer.pad_token_id,
-        torch_dtype="float32",
-    )
-    with torch.random.fork_rng():
-        torch.manual_seed(SEED)
-        model = Qwen2ForCausalLM(config)
-    model.generation_config = GenerationConfig(
-        eos_token_id=config.eos_token_id, pad_token_id=config.pad_token_id
-    )
-    model.save_pretrained(tmp, safe_serialization=True)
+    save_random_qwen2(tmp, _build_tokenizer(), ARCH, SEED)
     try:
         os.rename(tmp, path)
     except OSError:  # another process built it first: keep theirs
         import shutil
 
         shutil.rmtree(tmp, ignore_errors=True)
+    return path
+
+
+def save_random_qwen2(path: Path, tokenizer, arch: dict, seed: int) -> Path:
+    """A Qwen2 with seeded random weights and `tokenizer`, saved in Hugging Face format
+    (the embedded model; larger shapes for bench/push_time.py)."""
+    import torch
+    from transformers import GenerationConfig, Qwen2Config, Qwen2ForCausalLM
+
+    path = Path(path)
+    tokenizer.save_pretrained(path)
+    config = Qwen2Config(
+        **arch,
+        bos_token_id=tokenizer.convert_tokens_to_ids("<|endoftext|>"),
+        eos_token_id=tokenizer.convert_tokens_to_ids("<|im_end|>"),
+        pad_token_id=tokenizer.pad_token_id,
+        torch_dtype="float32",
+    )
+    with torch.random.fork_rng():
+        torch.manual_seed(seed)
+        model = Qwen2ForCausalLM(config)
+    model.generation_config = GenerationConfig(
+        eos_token_id=config.eos_token_id, pad_token_id=config.pad_token_id
+    )
+    model.save_pretrained(path, safe_serialization=True)
     return path
 
 
