@@ -188,7 +188,7 @@ def test_killing_the_parent_or_the_worker_fails(bare):
         "        except OSError:\n            pass\n    return 'alive'",
     ]:
         r = bare.run(code, "f")
-        assert r.status in ("ok", "error"), r  # the call itself may die; nothing else may
+        assert r.status in ("ok", "error", "crashed"), r  # the call itself may die; nothing else may
     try:
         bare.run("import os\ndef f():\n    os.kill(-1, 9)\n    return 1", "f")
     finally:
@@ -262,11 +262,12 @@ def test_writing_or_deleting_outside_is_stopped_by_the_kernel(bare, canary):
         "import os\ndef f(p):\n    os.rename(p, p + '.moved')",
         "import shutil\ndef f(p):\n    shutil.rmtree(p.rsplit('/', 1)[0])",
         "import os\ndef f(p):\n    os.open(p + '.new', os.O_CREAT | os.O_WRONLY)",
-        "import os\ndef f(p):\n    os.open('/tmp/unified_sandbox_escape', os.O_CREAT | os.O_WRONLY)",
         "import os\ndef f(p):\n    os.open('/dev/shm/unified_sandbox_escape', os.O_CREAT | os.O_WRONLY)",
     ]:
         r = bare.run(code, "f", (str(canary),))
         assert r.status == "error", (code, r)
+    # /tmp inside is the call's own tmpfs: writing there is allowed and lands nowhere on the host
+    bare.run("import os\ndef f():\n    os.open('/tmp/unified_sandbox_escape', os.O_CREAT | os.O_WRONLY)", "f")
     assert not Path("/tmp/unified_sandbox_escape").exists()
     r = bare.run("def f():\n    open('scratch.txt', 'w').write('ok')\n    return open('scratch.txt').read()", "f")
     assert r.ok and r.value == "ok"  # the private directory is writable
@@ -293,7 +294,8 @@ def test_environment_secrets_are_not_visible(pool, bare):
         "    return hits\n"
     )
     r = bare.run(code, "f", (SECRET_VALUE,))
-    assert r.ok and r.value == []  # the parent's environ exists but belongs to another user
+    # no /proc inside the jail at all (without the jail: the parent's environ belongs to another user)
+    assert (r.ok and r.value == []) or (r.status == "error" and "FileNotFoundError" in r.error), r
     assert_alive(bare)
 
 
@@ -341,16 +343,16 @@ def test_privileges_are_dropped(bare):
     code = (
         "import os, ctypes\n"
         "def f():\n"
-        "    caps = open('/proc/self/status').read().split('CapEff:')[1].split()[0]\n"
-        "    remount = ctypes.CDLL(None).mount(None, b'/', None, 32 | 4096, None)\n"
-        "    return (os.getuid(), caps, remount)\n"
+        "    libc = ctypes.CDLL(None)\n"
+        "    remount = libc.mount(None, b'/', None, 32 | 4096, None)\n"
+        "    return (os.getuid(), libc.setuid(0), libc.chroot(b'/tmp'), remount)\n"
     )
     r = bare.run(code, "f")
-    assert r.ok
-    uid, caps, remount = r.value
-    assert uid >= 200_000 and int(caps, 16) == 0 and remount == -1
+    assert r.ok, r
+    uid, setuid, chroot, remount = r.value
+    assert uid >= 200_000 and setuid == chroot == remount == -1  # no capabilities left
     r = bare.run("def f():\n    return open('/proc/1/mem', 'rb').read(1)", "f")
-    assert r.status == "error" and "Permission" in r.error
+    assert r.status == "error" and ("Permission" in r.error or "FileNotFound" in r.error)
     assert_alive(bare)
 
 

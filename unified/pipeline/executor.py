@@ -4,97 +4,141 @@
         ex.run("def f(x): return x + 1", "f", (1,))          # ExecResult(status="ok", value=2)
         ex.run_batch([ExecCall(code, "f", (i,)) for i in range(1000)])   # order preserved
         ex.run_twice(calls)                                  # pairs, for the determinism check
+        ex.stats()                                           # counters: calls, timeouts by kind, ...
+
+The sandbox only ever returns VALUES: whether a value is right is decided here, in the
+parent, against expected values computed by trusted code (`oracle`, `evaluation`). No
+check code runs next to the program, so a program that forges its own reply can only
+claim a value, which it could have returned anyway.
 
 Layers, outermost first (details in each module's docstring):
-- static check (`sandbox_policy`): the code is parsed here and banned imports/calls give
+- static check (`sandbox_policy`): the code is parsed here; banned imports/calls give
   status "banned" without running anything;
-- a warm pool of worker processes (`sandbox_worker`) with scrubbed environments, started
-  once; each call is a FRESH fork of a worker, so no state leaks between calls;
-- kernel isolation when root: per-worker network (no interfaces), IPC, UTS and mount
-  namespaces with every mount read-only, and per call a fresh PID namespace (every
-  process the call started dies with it), a tmpfs as the only writable place, an
-  unprivileged uid without capabilities, rlimits (address space, CPU, processes, files);
-- Python guards in the child (`sandbox_child`): import hook, stubs for banned functions,
-  guarded open, captured and truncated stdout/stderr;
+- a warm pool of workers started once (`sandbox_jail` -> `sandbox_worker`); when root each
+  lives in its own network (no interfaces), IPC, UTS, mount and PID namespaces, inside a
+  new root that holds only the Python runtime (read-only), four /dev nodes and a private
+  size-limited /tmp: not the project, /root, the data files, /proc or any host socket;
+- each call is a FRESH child forked from a clean zygote that never held any call's data,
+  under an unprivileged uid without capabilities, with rlimits; everything it started is
+  killed when it ends (kill(-1) from PID 1 of the namespace), /tmp is emptied;
+- Python guards in the child (`sandbox_guards`): the project (`unified`) and banned
+  modules cannot be imported (an audit hook that no Python code can remove), stubs for
+  banned functions, guarded open, captured and truncated stdout/stderr;
 - results: the child writes literal text, the parent reads it with `values.from_literal`
-  (no pickle, no eval); a value that cannot be written that way is an "error".
+  (no pickle, no eval) in `sandbox_reply`, where anything malformed becomes "crashed".
 
-Statuses: ok | error (exception type + message) | timeout (wall clock or CPU) | memory
-(MemoryError under the address-space limit) | banned (static or run time) | crashed
-(the child died by a signal, exited without a result, or wrote garbage).
+Statuses: ok | error (exception type + message) | timeout | memory (MemoryError under the
+address-space limit) | banned (static or run time) | crashed (killed by a signal, exited
+without a result, or wrote something unreadable).
 
-Covered: hostile code cannot write outside its tmpfs, see the parent's environment,
-open network connections, signal or see processes outside its namespace, leave
-processes behind, exhaust the pool (fork bombs hit RLIMIT_NPROC), or corrupt the parent.
-Not covered: reads of world-readable files (the file system is visible read-only);
-/proc is the host's (other processes are listed but not readable, being other users);
-CPU/memory contention between concurrent calls (no cgroups); kernel exploits. Without
-root only the Python guards, rlimits and the session kill apply (see `isolation`).
-Benchmark: bench/executor_throughput.py. CLI: python -m unified.pipeline.executor FILE.py
---entry f --args '[1, 2]'.
+Timeouts are decided by the CPU time a call used (`timeout_s`; RLIMIT_CPU stops it), not
+by the wall clock, so the same program gets the same status on an idle or a loaded
+machine. A wall-clock backstop (`wall_s`, default 10 x timeout_s + 1) only catches
+programs that sleep or block. `stats()` counts timeouts by kind ("cpu" / "wall").
+
+Covered: hostile code cannot write outside its /tmp, read the project, the data files,
+the user's home or the parent's environment, reach host Unix sockets or the network,
+import the project's modules, find another call's code or results, signal or see
+processes outside its namespace, leave processes behind, exhaust the pool (fork bombs hit
+RLIMIT_NPROC), crash the parent with its reply, or change what is compared.
+Not covered: a call can still read the Python runtime it runs on; Python-level
+introspection (frames, closures) can reach the harness objects inside its own process,
+which can only change that call's own reply (see above); CPU/memory contention between
+concurrent calls (no cgroups); kernel exploits. Without root there are no namespaces and
+no new root: only the Python guards, rlimits and a process-group kill apply, the file
+system is visible as the user sees it, and setsid daemons can escape (see `isolation`).
+Benchmark: bench/executor_throughput.py. CLI: `executor_cli`.
 """
 
 from __future__ import annotations
 
-import argparse
 import ast
 import dataclasses
-import json
+import fnmatch
+import marshal
 import math
 import os
 import select
 import shutil
-import struct
 import subprocess
 import sys
 import tempfile
 import threading
 import time
-from collections import deque
+from collections import Counter, deque
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from unified.pipeline.sandbox_child import Limits
 from unified.pipeline.sandbox_policy import BANNED_CALLS, BANNED_MODULES, Policy, scan
+from unified.pipeline.sandbox_reply import parse_reply
 from unified.pipeline.values import LiteralError, from_literal, to_literal
 
 STATUSES = ("ok", "error", "timeout", "memory", "banned", "crashed")
 MAX_CODE_CHARS = 1_000_000
-_REPO_ROOT = str(Path(__file__).resolve().parents[2])
+USER_FILE = "<sandbox>"  # the program's co_filename: how the guards recognise its frames
+_JAIL = str(Path(__file__).resolve().with_name("sandbox_jail.py"))
 _WORKER_ENV = {"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8", "LC_ALL": "C.UTF-8", "PYTHONHASHSEED": "0",
                "PYTHONDONTWRITEBYTECODE": "1", "OMP_NUM_THREADS": "1"}  # fmt: skip
-_BOOT = f"import sys; sys.path.insert(0, {_REPO_ROOT!r}); from unified.pipeline.sandbox_worker import main; main()"
+# `globals` stays banned statically only: a stub would answer its own globals to the stdlib.
+_BUILTIN_STUBS = ("eval", "exec", "compile", "breakpoint", "input", "exit", "quit", "help")
+_DIRECT_ONLY = frozenset(_BUILTIN_STUBS) | {"sys._getframe"}  # raise only when the program calls them
 
 
 @dataclass(frozen=True)
 class ExecutorConfig:
     backend: str = "local"  # "local" | "ray"
     workers: int = 2  # warm pool size (0/None -> os.cpu_count())
-    timeout_s: float = 2.0  # wall clock per call
-    memory_mb: int = 512  # address space a call may add to the forked worker image
-    cpu_s: float | None = None  # defaults to ceil(timeout_s) + 1
+    timeout_s: float = 2.0  # CPU seconds a call may use: the (deterministic) timeout
+    memory_mb: int = 512  # address space a call may add to the worker image
+    cpu_s: float | None = None  # RLIMIT_CPU, the hard stop; defaults to ceil(timeout_s)
     max_output_bytes: int = 65536  # stdout/stderr capture and return-value literal limit
     banned_modules: tuple[str, ...] = BANNED_MODULES  # None -> these defaults
     banned_calls: tuple[str, ...] = BANNED_CALLS
     ray_address: str | None = None
+    wall_s: float | None = None  # wall-clock backstop for sleeping/blocked code; 10 x timeout_s + 1
 
     def __post_init__(self):
         if self.backend not in ("local", "ray"):
             raise ValueError(f"executor.backend must be 'local' or 'ray', got {self.backend!r}")
         set_ = lambda k, v: object.__setattr__(self, k, v)  # noqa: E731 - frozen: normalise once
         set_("workers", int(self.workers or os.cpu_count() or 1))
-        set_("cpu_s", float(self.cpu_s) if self.cpu_s is not None else float(math.ceil(self.timeout_s) + 1))
+        for key in ("timeout_s", "cpu_s", "wall_s"):
+            if getattr(self, key) is not None and not getattr(self, key) > 0:
+                raise ValueError(f"executor.{key} must be positive, got {getattr(self, key)!r}")
+        set_("cpu_s", float(self.cpu_s) if self.cpu_s is not None else float(math.ceil(self.timeout_s)))
+        set_("wall_s", float(self.wall_s) if self.wall_s is not None else 10.0 * self.timeout_s + 1.0)
         # None (null in YAML) means the built-in lists.
         set_("banned_modules", BANNED_MODULES if self.banned_modules is None else tuple(self.banned_modules))
         set_("banned_calls", BANNED_CALLS if self.banned_calls is None else tuple(self.banned_calls))
-        for key in ("workers", "timeout_s", "memory_mb", "cpu_s", "max_output_bytes"):
+        for key in ("workers", "memory_mb", "max_output_bytes"):
             if not getattr(self, key) > 0:
                 raise ValueError(f"executor.{key} must be positive, got {getattr(self, key)!r}")
 
-    @property
-    def limits(self) -> Limits:
-        return Limits(self.timeout_s, self.cpu_s, self.memory_mb, self.max_output_bytes)
+    def worker_init(self) -> bytes:
+        """Everything a worker needs, marshalled (the worker imports nothing to read it)."""
+        policy = Policy.from_lists(self.banned_modules, self.banned_calls)
+        limits = {"timeout_s": self.timeout_s, "cpu_rlimit": max(1, math.ceil(self.cpu_s)), "wall_s": self.wall_s,
+                  "memory_mb": self.memory_mb, "max_output_bytes": self.max_output_bytes, "max_file_mb": 32,
+                  "max_open_files": 256, "max_processes": 64, "banned_modules": self.banned_modules,
+                  "block_gc": "gc" in self.banned_modules}  # fmt: skip
+        direct = [n for n in _DIRECT_ONLY if n in policy.builtin_names or policy.call_banned(n)]
+        return marshal.dumps({"limits": limits, "banned_modules": self.banned_modules, "stubs": _stubs(policy),
+                              "direct": direct, "open_write": policy.open_write})  # fmt: skip
+
+
+def _stubs(policy: Policy) -> list[tuple[str, str]]:
+    """(module, attribute) of every loaded-module function the patterns ban (os.exec* -> execv, ...).
+    The worker runs the same interpreter, so this process's modules have the same names."""
+    out = []
+    for pattern in policy.qualified:
+        module_name, _, attr_pattern = pattern.rpartition(".")
+        for target in [module_name] + (["posix"] if module_name == "os" else []):
+            module = sys.modules.get(target)
+            for attr in dir(module) if module is not None else ():
+                if fnmatch.fnmatchcase(attr, attr_pattern) and callable(getattr(module, attr)):
+                    out.append((target, attr))
+    return out
 
 
 @dataclass(frozen=True)
@@ -109,8 +153,10 @@ class ExecResult:
     status: str  # one of STATUSES
     value: object = None  # the return value (status "ok")
     error: str = ""  # "ValueError: bad" etc.
-    duration_s: float = 0.0
+    duration_s: float = 0.0  # wall clock
     stdout: str = ""  # stdout and stderr, interleaved, truncated
+    cpu_s: float = 0.0  # CPU time of the call and everything it started
+    timeout: str = ""  # status "timeout": "cpu" or "wall" (the backstop)
 
     @property
     def ok(self) -> bool:
@@ -142,91 +188,113 @@ def build_executor(config: ExecutorConfig):
     return Executor(config)
 
 
-def result_from_reply(reply: dict) -> ExecResult:
-    """An ExecResult from a worker's reply; the value is read from literal text here."""
-    status, value = reply.get("status"), None
-    if status not in STATUSES:
-        return ExecResult("crashed", error=f"bad reply status {status!r}")
-    if status == "ok":
-        try:
-            value = from_literal(reply["value"])
-        except (LiteralError, KeyError, TypeError) as e:
-            return ExecResult("crashed", error=f"unreadable result: {e}", duration_s=reply.get("duration_s", 0.0))
-    return ExecResult(status, value, reply.get("error", ""), float(reply.get("duration_s", 0.0)), reply.get("stdout", ""))
+def result_from_reply(reply, max_output_bytes: int = ExecutorConfig.max_output_bytes) -> ExecResult:
+    """An ExecResult from a worker's raw reply (bytes), or the result decided in the parent."""
+    if isinstance(reply, ExecResult):
+        return reply
+    if reply is None:
+        return ExecResult("crashed", error="executor worker died or hung; restarted")
+    return parse_reply(reply, max_output_bytes, ExecResult)
+
+
+class Stats:
+    """Counters over every result an executor returned (`Executor.stats()`)."""
+
+    KEYS = ("calls", *STATUSES, "timeout_cpu", "timeout_wall", "worker_restarts")
+
+    def __init__(self):
+        self.counts = Counter({k: 0 for k in self.KEYS})
+
+    def count(self, result: ExecResult) -> ExecResult:
+        self.counts["calls"] += 1
+        self.counts[result.status] += 1
+        if result.status == "timeout":
+            self.counts["timeout_" + (result.timeout or "cpu")] += 1
+        return result
+
+    def snapshot(self) -> dict[str, int]:
+        return {k: int(self.counts[k]) for k in self.KEYS}
 
 
 class Precheck:
-    """Everything decided in the parent before a call reaches a worker (cached per program)."""
+    """Everything decided in the parent before a call reaches a worker (cached per program):
+    the static check, and compiling (compiling runs nothing; the child then only loads
+    the code object, which saves it a third of its work)."""
 
     def __init__(self, config: ExecutorConfig):
         self.policy = Policy.from_lists(config.banned_modules, config.banned_calls)
         self.max_output = config.max_output_bytes
-        self._verdicts: dict[str, ExecResult | None] = {}
+        self._programs: dict[str, ExecResult | object] = {}  # source -> final verdict or code object
 
-    def __call__(self, call: ExecCall) -> tuple[ExecResult | None, dict | None]:
+    def __call__(self, call: ExecCall) -> tuple[ExecResult | None, bytes | None]:
         """(a final result, None) or (None, the request for a worker)."""
         if not isinstance(call.entry, str) or not call.entry.isidentifier():
             return ExecResult("error", error=f"ValueError: bad entry point name {call.entry!r}"), None
-        verdict = self._code_verdict(call.code)
-        if verdict is not None:
-            return verdict, None
-        try:
-            args = to_literal(tuple(call.args), max_chars=max(self.max_output, 1 << 20))
+        program = self._program(call.code)
+        if isinstance(program, ExecResult):
+            return program, None
+        try:  # literal types only; marshal then carries them (trusted parent -> child)
+            text = to_literal(tuple(call.args), max_chars=max(self.max_output, 1 << 20))
+            try:
+                return None, marshal.dumps((program, call.entry, tuple(call.args)))
+            except ValueError:  # subclasses (Counter, namedtuple): send their literal form
+                return None, marshal.dumps((program, call.entry, from_literal(text)))
         except (LiteralError, TypeError) as e:
             return ExecResult("error", error=f"ValueError: arguments are not literal values: {e}"), None
-        return None, {"code": call.code, "entry": call.entry, "args": args}
 
-    def _code_verdict(self, code: str) -> ExecResult | None:
-        if code in self._verdicts:
-            return self._verdicts[code]
+    def _program(self, code: str):
+        if isinstance(code, str) and code in self._programs:
+            return self._programs[code]
         if not isinstance(code, str) or len(code) > MAX_CODE_CHARS:
             return ExecResult("error", error=f"ValueError: code must be a str of at most {MAX_CODE_CHARS} chars")
         try:
-            reason = scan(ast.parse(code), self.policy)
-            verdict = ExecResult("banned", error=reason) if reason else None
+            tree = ast.parse(code)
+            reason = scan(tree, self.policy)
+            program = ExecResult("banned", error=reason) if reason else compile(tree, USER_FILE, "exec", dont_inherit=True)
         except SyntaxError as e:
-            verdict = ExecResult("error", error=f"SyntaxError: {e.msg} (line {e.lineno})")
+            program = ExecResult("error", error=f"SyntaxError: {e.msg} (line {e.lineno})")
         except (ValueError, RecursionError, MemoryError) as e:
-            verdict = ExecResult("error", error=f"{type(e).__name__}: {e}")
-        if len(self._verdicts) > 50_000:
-            self._verdicts.clear()
-        self._verdicts[code] = verdict
-        return verdict
+            program = ExecResult("error", error=f"{type(e).__name__}: {e}")
+        if len(self._programs) > 20_000:
+            self._programs.clear()
+        self._programs[code] = program
+        return program
 
 
 class _Worker:
-    """The parent's handle on one worker process (see sandbox_worker)."""
+    """The parent's handle on one worker process (see sandbox_jail, sandbox_worker)."""
 
-    def __init__(self, index: int, config: ExecutorConfig):
+    def __init__(self, index: int, config: ExecutorConfig, init: bytes):
         self.index = index
         self.root = tempfile.mkdtemp(prefix="unified-sandbox-")
         os.chmod(self.root, 0o711)
         self.proc = subprocess.Popen(
-            [sys.executable, "-s", "-c", _BOOT], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+            [sys.executable, "-I", "-S", _JAIL, self.root, "32"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
             env=_WORKER_ENV, cwd="/", close_fds=True, start_new_session=True,  # no terminal SIGINT
         )  # fmt: skip
         self.fd_in, self.fd_out = self.proc.stdout.fileno(), self.proc.stdin.fileno()
-        self.send({"root": self.root, "limits": dataclasses.asdict(config.limits),
-                   "banned_modules": list(config.banned_modules), "banned_calls": list(config.banned_calls)})  # fmt: skip
+        self.send(init)
         self.info: dict = {}
 
     def wait_ready(self, timeout: float = 60.0) -> None:
         if not select.select([self.fd_in], [], [], timeout)[0]:
             raise RuntimeError(f"executor worker {self.index} did not start within {timeout:.0f} s")
-        self.info = self.recv() or {}
-        if not self.info.get("ready"):
+        words = (self.recv() or b"").decode(errors="replace").split()
+        if not words or words[0] != "ready":
             raise RuntimeError(f"executor worker {self.index} failed to start (exit code {self.proc.poll()})")
+        fields = dict(w.split("=", 1) for w in words[1:])
+        uid = int(fields.pop("uid"))
+        iso = {k: v == "1" for k, v in fields.items() if k != "pid"}
+        self.info = {"ready": True, "isolation": iso | {"uid": uid if uid >= 0 else None}}
 
-    def send(self, obj: dict) -> None:
-        data = json.dumps(obj).encode()
-        data = struct.pack(">I", len(data)) + data
+    def send(self, data: bytes) -> None:
+        data = len(data).to_bytes(4, "big") + data
         while data:
             data = data[os.write(self.fd_out, data) :]
 
-    def recv(self) -> dict | None:
+    def recv(self) -> bytes | None:
         header = self._read(4)
-        body = header and self._read(struct.unpack(">I", header)[0])
-        return json.loads(body) if body else None
+        return header and self._read(int.from_bytes(header, "big"))
 
     def _read(self, n: int) -> bytes | None:
         buf = bytearray()
@@ -257,8 +325,10 @@ class Executor:
     def __init__(self, config: ExecutorConfig = ExecutorConfig()):
         self.config = config
         self._precheck = Precheck(config)
+        self._init = config.worker_init()
+        self._stats = Stats()
         self._lock = threading.Lock()
-        self._workers = [_Worker(i, config) for i in range(config.workers)]
+        self._workers = [_Worker(i, config, self._init) for i in range(config.workers)]
         try:
             for w in self._workers:
                 w.wait_ready()
@@ -269,15 +339,20 @@ class Executor:
 
     @property
     def isolation(self) -> dict:
-        """Which kernel layers the workers got (root_user, netns, mountns, readonly, pidns, uid...)."""
+        """Which kernel layers the workers got (root_user, netns, mountns, pidns, pivot, uid...)."""
         return dict(self._workers[0].info.get("isolation", {}))
+
+    def stats(self) -> dict[str, int]:
+        """Counters since the pool started: calls, one per status, timeout_cpu / timeout_wall
+        (the CPU limit vs. the wall-clock backstop), worker_restarts."""
+        return self._stats.snapshot()
 
     def run(self, code: str, entry: str, args: tuple = ()) -> ExecResult:
         return self.run_batch([ExecCall(code, entry, tuple(args))])[0]
 
     def run_batch(self, calls: Sequence[ExecCall]) -> list[ExecResult]:
         replies, _ = self.run_replies(calls)
-        return [r if isinstance(r, ExecResult) else result_from_reply(r) for r in replies]
+        return [self.result(r) for r in replies]
 
     def run_twice(self, calls: Sequence[ExecCall]) -> list[tuple[ExecResult, ExecResult]]:
         """Each call twice, on different workers when there are several (determinism check).
@@ -285,16 +360,19 @@ class Executor:
         on memory addresses (`id()`, default `hash()`) repeat: use >= 2 workers to catch them."""
         first, ran_on = self.run_replies(calls)
         second, _ = self.run_replies(calls, avoid=ran_on)
-        convert = lambda r: r if isinstance(r, ExecResult) else result_from_reply(r)  # noqa: E731
-        return [(convert(a), convert(b)) for a, b in zip(first, second)]
+        return [(self.result(a), self.result(b)) for a, b in zip(first, second)]
+
+    def result(self, reply) -> ExecResult:
+        """A raw reply (or parent-decided result) as an ExecResult, counted in `stats()`."""
+        return self._stats.count(result_from_reply(reply, self.config.max_output_bytes))
 
     def run_replies(self, calls: Sequence[ExecCall], avoid: Sequence[int] | None = None):
-        """Raw worker replies (values still literal text) or final ExecResults, in order,
-        and the index of the worker that ran each call (-1: decided in the parent)."""
+        """Raw worker replies (bytes, parsed by `result_from_reply`) or final ExecResults, in
+        order, and the index of the worker that ran each call (-1: decided in the parent)."""
         if getattr(self, "_closed", True):
             raise RuntimeError("executor is closed")
         out: list = [None] * len(calls)
-        requests: dict[int, dict] = {}
+        requests: dict[int, bytes] = {}
         for i, call in enumerate(calls):
             out[i], request = self._precheck(call)
             if request is not None:
@@ -303,7 +381,7 @@ class Executor:
             ran_on = self._dispatch(requests, out, avoid)
         return out, ran_on
 
-    def _dispatch(self, requests: dict[int, dict], out: list, avoid) -> list[int]:
+    def _dispatch(self, requests: dict[int, bytes], out: list, avoid) -> list[int]:
         ran_on = [-1] * len(out)
         # Jobs queued by the worker they must avoid (None: any), so picking is O(workers).
         queues: dict[int | None, deque[int]] = {}
@@ -312,7 +390,7 @@ class Executor:
             queues.setdefault(key, deque()).append(i)
         idle = deque(self._workers)
         inflight: dict[int, tuple[_Worker, int, float]] = {}  # fd -> (worker, job, deadline)
-        hard_timeout = 2 * self.config.timeout_s + 10.0  # the worker enforces timeout_s itself
+        hard_timeout = self.config.wall_s + 10.0  # the worker enforces the limits itself
         while any(queues.values()) or inflight:
             for w in list(idle):
                 job = _pick(queues, w.index)
@@ -338,18 +416,17 @@ class Executor:
                 del inflight[fd]
                 reply = w.recv() if fd in ready else None
                 ran_on[job] = w.index
+                out[job] = reply  # None: the worker died or hung (result_from_reply says so)
                 if reply is None:
-                    out[job] = ExecResult("crashed", error="executor worker died or hung; restarted")
                     w = self._respawn(w)
-                else:
-                    out[job] = reply
                 idle.append(w)
         return ran_on
 
     def _respawn(self, worker: _Worker) -> _Worker:
+        self._stats.counts["worker_restarts"] += 1
         worker.proc.kill()
         worker.close(grace_s=1.0)
-        fresh = _Worker(worker.index, self.config)
+        fresh = _Worker(worker.index, self.config, self._init)
         fresh.wait_ready()
         self._workers[worker.index] = fresh
         return fresh
@@ -377,43 +454,7 @@ def _pick(queues: dict[int | None, deque[int]], worker: int) -> int | None:
     return None
 
 
-# ------------------------------------------------------------------------------ CLI
-
-
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str):  # one line, exit 2, no usage dump or traceback
-        print(f"executor: error: {message}", file=sys.stderr)
-        sys.exit(2)
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    parser = _Parser(prog="python -m unified.pipeline.executor", description="Run FILE's function in the sandbox.")
-    parser.add_argument("file", help="Python file defining the entry function")
-    parser.add_argument("--entry", required=True, help="function to call")
-    parser.add_argument("--args", default="[]", help="Python-literal list of positional args, e.g. '[1, \"a\"]'")
-    parser.add_argument("--timeout", type=float, default=ExecutorConfig.timeout_s, help="wall-clock seconds")
-    parser.add_argument("--memory-mb", type=int, default=ExecutorConfig.memory_mb, help="address-space limit")
-    ns = parser.parse_args(argv)
-    try:
-        code = Path(ns.file).read_text()
-    except (OSError, UnicodeDecodeError) as e:
-        parser.error(f"cannot read {ns.file}: {e.strerror if isinstance(e, OSError) else e}")
-    try:
-        args = from_literal(ns.args)
-    except LiteralError as e:
-        parser.error(f"--args is not a Python literal: {e}")
-    if not isinstance(args, (list, tuple)):
-        parser.error(f"--args must be a list of positional arguments, got {type(args).__name__}")
-    try:
-        config = ExecutorConfig(workers=1, timeout_s=ns.timeout, memory_mb=ns.memory_mb)
-    except ValueError as e:
-        parser.error(str(e))
-    with Executor(config) as ex:
-        r = ex.run(code, ns.entry, tuple(args))
-    print(json.dumps({"status": r.status, "value": to_literal(r.value) if r.ok else None,
-                      "error": r.error, "duration_s": round(r.duration_s, 6), "stdout": r.stdout}))  # fmt: skip
-    return 0
-
-
 if __name__ == "__main__":
+    from unified.pipeline.executor_cli import main
+
     sys.exit(main())

@@ -5,8 +5,8 @@ through a local `Executor` pool on whatever node Ray picks. A Ray worker process
 its pool between tasks (starting one costs ~0.3 s), keyed by the config. Order is
 preserved by concatenating chunk results in order.
 
-Results cross the cluster as the workers' raw replies (status, error, stdout and the
-value as LITERAL TEXT) and are turned into values here with `from_literal`, the same
+Results cross the cluster as the workers' raw replies (bytes, the value in them as
+LITERAL TEXT) and are turned into values here with `from_literal`, the same
 as the local pool: nothing a sandboxed program produced is ever unpickled.
 
 Covered: run_batch / run_twice with the local executor's semantics (run_twice pairs are
@@ -19,7 +19,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Sequence
 
-from unified.pipeline.executor import ExecCall, ExecResult, Executor, ExecutorConfig, result_from_reply
+from unified.pipeline.executor import ExecCall, ExecResult, Executor, ExecutorConfig, Stats, result_from_reply
 
 _POOLS: dict[ExecutorConfig, Executor] = {}  # per Ray worker process, reused across tasks
 
@@ -31,10 +31,9 @@ def _local_pool(config: ExecutorConfig) -> Executor:
     return _POOLS[key]
 
 
-def _as_reply(r) -> dict:
-    """A final ExecResult decided in the task (banned, syntax error) as a reply dict."""
-    if isinstance(r, ExecResult):
-        return {"status": r.status, "value": None, "error": r.error, "stdout": r.stdout, "duration_s": r.duration_s}
+def _as_reply(r):
+    """A worker's raw reply (bytes), or a final ExecResult decided in the task (banned,
+    syntax error: no value, nothing the program wrote)."""
     return r
 
 
@@ -61,15 +60,23 @@ class RayExecutor:
             ray.init(address=config.ray_address, include_dashboard=False)
         # Each task runs a pool of `workers` processes, so it reserves that many CPUs.
         self._task = ray.remote(num_cpus=config.workers)(run_chunk)
+        self._stats = Stats()
+
+    def stats(self) -> dict[str, int]:
+        """The same counters as `Executor.stats()`, over this driver's results."""
+        return self._stats.snapshot()
+
+    def _result(self, reply) -> ExecResult:
+        return self._stats.count(result_from_reply(reply, self.config.max_output_bytes))
 
     def run(self, code: str, entry: str, args: tuple = ()) -> ExecResult:
         return self.run_batch([ExecCall(code, entry, tuple(args))])[0]
 
     def run_batch(self, calls: Sequence[ExecCall]) -> list[ExecResult]:
-        return [result_from_reply(r) for r in self._run(calls, twice=False)]
+        return [self._result(r) for r in self._run(calls, twice=False)]
 
     def run_twice(self, calls: Sequence[ExecCall]) -> list[tuple[ExecResult, ExecResult]]:
-        return [(result_from_reply(a), result_from_reply(b)) for a, b in self._run(calls, twice=True)]
+        return [(self._result(a), self._result(b)) for a, b in self._run(calls, twice=True)]
 
     def _run(self, calls: Sequence[ExecCall], twice: bool) -> list:
         calls = list(calls)

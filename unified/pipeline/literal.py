@@ -1,0 +1,101 @@
+"""Python values -> literal text (the writing half of `values`; `from_literal` reads it back).
+
+Kept apart, with nothing but `math` imported, because the sandbox's zygote loads this
+module's source into every call's process: each import there makes every fork slower.
+See `values` for what is covered.
+"""
+
+from __future__ import annotations
+
+import math
+
+MAX_DEPTH = 100
+MAX_CHARS = 1_000_000
+_INT_DIGITS = 4300  # CPython's default int<->str limit; bigger ints are refused, not rendered
+
+
+class LiteralError(ValueError):
+    """The value has no (small enough) literal form, or the text is not a literal."""
+
+
+def to_literal(value: object, max_chars: int = MAX_CHARS) -> str:
+    """Literal text of `value` that `from_literal` reads back; raises LiteralError."""
+    out: list[str] = []
+    _emit(value, out, [max_chars], 0)
+    return "".join(out)
+
+
+def _spend(budget: list[int], n: int) -> None:
+    budget[0] -= n
+    if budget[0] < 0:
+        raise LiteralError("value too large: its literal text exceeds the size limit")
+
+
+def _emit(v: object, out: list[str], budget: list[int], depth: int) -> None:
+    if depth > MAX_DEPTH:
+        raise LiteralError(f"value nested deeper than {MAX_DEPTH} levels (or cyclic)")
+    if v is None or v is True or v is False:
+        text = repr(v)
+    elif isinstance(v, int):
+        # Check the size before repr: rendering a huge int is quadratic.
+        if int.bit_length(v) > _INT_DIGITS * 3.32:
+            raise LiteralError(f"int too large to render (more than {_INT_DIGITS} digits)")
+        text = int.__repr__(int(v))
+    elif isinstance(v, float):
+        text = _float(float(v))
+    elif isinstance(v, complex):
+        c = complex(v)
+        finite = math.isfinite(c.real) and math.isfinite(c.imag)
+        text = repr(c) if finite else f"complex({_float(c.real)}, {_float(c.imag)})"
+    elif isinstance(v, (str, bytes)):
+        _spend(budget, len(v))  # before repr, so a huge string costs nothing
+        text = repr(str(v) if isinstance(v, str) else bytes(v))
+    elif isinstance(v, (tuple, list)):
+        opening, closing = ("(", ")") if isinstance(v, tuple) else ("[", "]")
+        _spend(budget, 2)
+        out.append(opening)
+        for i, item in enumerate(v):
+            if i:
+                out.append(", ")
+                _spend(budget, 2)
+            _emit(item, out, budget, depth + 1)
+        if isinstance(v, tuple) and len(v) == 1:
+            out.append(",")
+        out.append(closing)
+        return
+    elif isinstance(v, dict):
+        _spend(budget, 2)
+        out.append("{")
+        for i, (key, item) in enumerate(v.items()):
+            if i:
+                out.append(", ")
+            _emit(key, out, budget, depth + 1)
+            out.append(": ")
+            _spend(budget, 4)
+            _emit(item, out, budget, depth + 1)
+        out.append("}")
+        return
+    elif isinstance(v, (set, frozenset)):
+        # Sorted element texts: the same set always gives the same text, whatever the hash seed.
+        items = []
+        for item in v:
+            parts: list[str] = []
+            _emit(item, parts, budget, depth + 1)
+            _spend(budget, 2)
+            items.append("".join(parts))
+        items.sort()
+        body = "{" + ", ".join(items) + "}" if items else ""
+        budget[0] += len(body)  # the elements were paid for already; `text` pays again below
+        text = f"frozenset({body})" if isinstance(v, frozenset) else (body or "set()")
+    else:
+        raise LiteralError(f"{type(v).__name__} is not a literal type")
+    _spend(budget, len(text))
+    out.append(text)
+
+
+def _float(x: float) -> str:
+    if math.isnan(x):
+        return "nan"
+    if math.isinf(x):
+        return "inf" if x > 0 else "-inf"
+    return repr(x)
