@@ -10,7 +10,6 @@ import sys
 
 
 def main(argv=None) -> int:
-    os.environ.setdefault("VLLM_LOGGING_LEVEL", "WARNING")  # vLLM's INFO lines drown the round summaries
     from unified.cli import exit_code
 
     return exit_code(lambda: _run(argv))
@@ -27,6 +26,9 @@ def _run(argv) -> int:
     if args.cfg:
         print(to_yaml(cfg))
         return 0
+    from unified.quiet import quiet_console
+
+    quiet_console(verbose=bool(cfg.trainer.verbose))  # before torch and vLLM are imported
     from unified.loop import train
 
     return train(cfg)

@@ -25,7 +25,65 @@ CASES = {
     "unreachable model id": (["model.path=nobody/no-such-model"], "nobody/no-such-model"),
     "unwritable output dir": (["--output-dir", "/proc/unified-test"], "not writable"),
     "missing resume checkpoint": (["--resume", "/no/such/ckpt"], "no such checkpoint"),
+    "zero save-every": (["--save-every", "0"], "--save-every must be a whole number >= 1"),
+    "key without its group": (["rounds=1"], "did you mean trainer.rounds=1 (or --rounds 1)"),
 }
+
+# Checked against this machine and the model after the config composes (the tiny model: fast).
+NO_GPU_CASES = {
+    "vllm rollout without a GPU": (["rollout=vllm"], "rollout=vllm needs a CUDA GPU"),
+    "cuda device without a GPU": (["trainer.device=cuda"], "trainer.device=cuda but no CUDA GPU"),
+    "--gpu without a GPU": (["--gpu", "0"], "--gpu 0: no CUDA GPU"),
+}
+MACHINE_CASES = {
+    "context longer than the model's": (["rollout.max_model_len=4096"], "rollout.max_model_len=4096 does not fit the model"),
+    "no room for the prompt": (["rollout.max_model_len=64", "rollout.max_tokens=64"], "leaves no room for the prompt"),
+}
+
+
+@pytest.fixture
+def _clean_process_state(monkeypatch):
+    """main() sets CUDA_VISIBLE_DEVICES (--gpu) and quiets the console: undo both."""
+    import os
+    import warnings
+
+    saved = dict(os.environ)
+    with warnings.catch_warnings():
+        yield
+    os.environ.clear()
+    os.environ.update(saved)
+
+
+def _one_error_line(capsys) -> str:
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1, err
+    assert err[0].startswith("error: ") and "Traceback" not in err[0], err[0]
+    return err[0]
+
+
+@pytest.mark.parametrize("name", list(NO_GPU_CASES) + list(MACHINE_CASES))
+def test_machine_and_model_mismatch_is_caught_before_work(name, capsys, tmp_path, _clean_process_state):
+    if name in NO_GPU_CASES:
+        import torch
+
+        if torch.cuda.is_available():
+            pytest.skip("this machine has a GPU")
+    argv, expected = {**NO_GPU_CASES, **MACHINE_CASES}[name]
+    out = tmp_path / "run"
+    assert main(["--problems", "1", "model=tiny", "--output-dir", str(out), *argv]) == 2
+    assert expected in _one_error_line(capsys)
+    assert not out.exists()  # nothing was written
+
+
+def test_a_folder_holding_a_run_is_refused_not_moved(capsys, tmp_path, _clean_process_state):
+    out = tmp_path / "run"
+    (out / "checkpoints" / "round_000002").mkdir(parents=True)
+    (out / "main.log").write_text("a finished run\n")
+    before = sorted(p.name for p in tmp_path.rglob("*"))
+    assert main(["--problems", "1", "model=tiny", "--output-dir", str(out)]) == 2
+    line = _one_error_line(capsys)
+    assert "--resume auto" in line and "--output-dir" in line
+    assert sorted(p.name for p in tmp_path.rglob("*")) == before  # nothing moved aside
 
 
 @pytest.mark.parametrize("name", list(CASES))

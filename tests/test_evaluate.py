@@ -51,7 +51,8 @@ def test_canonical_solutions_score_one(problems, executor, tmp_path):
     for problem, sample in zip(problems, result.samples):
         assert f"def {problem.entry_point}(" in sample["solution"] and "```" not in sample["solution"]
     rows = _read_samples(write_samples_jsonl(result.samples, tmp_path / "samples.jsonl"))
-    assert rows == [{"task_id": s["task_id"], "solution": s["solution"]} for s in result.samples]
+    assert rows == [{"task_id": s["task_id"], "solution": s["solution"], "completion": s["solution"]} for s in result.samples]
+    assert result.budget["max_tokens"] == 64 and result.budget["temperature"] == 0.0
 
 
 def test_wrong_and_unparsable_answers_score_zero(problems, executor):
@@ -80,7 +81,7 @@ def test_tiny_model_on_the_hf_engine(problems, executor, tmp_path):
     assert 0.0 <= result.pass_at_1 <= 1.0
     assert set(result.per_problem) == set(IDS) and set(result.per_problem.values()) <= {0.0, 1.0}
     rows = _read_samples(write_samples_jsonl(result.samples, tmp_path / "samples.jsonl"))
-    assert len(rows) == 2 and all(set(r) == {"task_id", "solution"} and isinstance(r["solution"], str) for r in rows)
+    assert len(rows) == 2 and all(set(r) == {"task_id", "solution", "completion"} and isinstance(r["solution"], str) for r in rows)
     assert [r["task_id"] for r in rows] == IDS
 
 
@@ -131,9 +132,13 @@ def test_cli_writes_samples_and_results(tmp_path):
     assert len(summary) == 1 and summary[0].startswith("pass@1 ")
     rows = _read_samples(tmp_path / "samples.jsonl")
     assert [r["task_id"] for r in rows] == IDS
+    assert all(r["completion"] == r["solution"] and r["passed"] in (0.0, 1.0) for r in rows)
     results = json.loads((tmp_path / "eval_results.json").read_text())
     assert 0.0 <= results["pass@1"] <= 1.0 and set(results["per_problem"]) == set(IDS)
-    assert results["scored"] == 2 and results["backend"] == "hf"
+    assert results["scored"] == 2 and results["backend"] == "hf" and results["complete"] is True
+    assert results["budget"]["max_tokens"] == 16 and results["max_tokens_from"] == "--max-tokens"
+    assert results["budget"]["temperature"] == 0.0 and "program_prompt" in results["budget"]["prompt"]
+    assert results["model"].endswith("tiny-qwen2-v1")
 
 
 def test_humaneval_canonical_solutions_score_one(executor):

@@ -19,6 +19,7 @@ FLAG_TO_KEY = {
     "resume": "trainer.resume",
     "output_dir": "output_dir",
 }
+BOOL_FLAG_TO_KEY = {"verbose": "trainer.verbose"}
 
 
 class _Parser(argparse.ArgumentParser):
@@ -52,6 +53,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--gpu", help="GPU ids, e.g. 0,1,2,3 (sets CUDA_VISIBLE_DEVICES)")
     p.add_argument("--output-dir", help="where logs, data and checkpoints go (default logs/<run_name>)")
     p.add_argument("--cfg", choices=["job", "all"], help="print the resolved config and exit")
+    p.add_argument("-v", "--verbose", action="store_true", default=None,
+                   help="keep vLLM/torch/transformers start-up warnings (trainer.verbose=true)")  # fmt: skip
     p.add_argument("overrides", nargs="*", metavar="KEY=VALUE", help="Hydra overrides")
     return p
 
@@ -66,6 +69,9 @@ def parse_args(argv: Sequence[str] | None = None) -> tuple[argparse.Namespace, l
         value = getattr(args, flag)
         if value is not None:
             overrides.append(f"{key}={value}")
+    for flag, key in BOOL_FLAG_TO_KEY.items():
+        if getattr(args, flag):
+            overrides.append(f"{key}=true")
     if args.problem_id:
         quoted = ",".join("'" + pid.replace("'", "") + "'" for pid in args.problem_id)
         overrides.append(f"benchmark.problem_ids=[{quoted}]")
@@ -77,7 +83,10 @@ def parse_args(argv: Sequence[str] | None = None) -> tuple[argparse.Namespace, l
     return args, overrides + list(args.overrides)
 
 
-def exit_code(run: Callable[[], int]) -> int:
+RESUME_HINT = "to continue from the last checkpoint, run the same command with --resume auto"
+
+
+def exit_code(run: Callable[[], int], resume_hint: str = RESUME_HINT) -> int:
     """Run a command's body: a UserError is one `error: ...` line on stderr and exit code 2
     (no traceback), Ctrl-C is exit code 130."""
     try:
@@ -86,5 +95,5 @@ def exit_code(run: Callable[[], int]) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
-        print("interrupted", file=sys.stderr)
+        print(f"interrupted: {resume_hint}", file=sys.stderr)
         return 130

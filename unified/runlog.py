@@ -13,10 +13,14 @@ ranks get a RunLog whose methods do nothing, so callers never branch on rank.
 from __future__ import annotations
 
 import logging
+import os
+import shutil
 import sys
 import time
 from contextlib import contextmanager
 from pathlib import Path
+
+from unified.config import UserError
 
 log = logging.getLogger("unified")
 _FORMAT = "%(asctime)s %(levelname)s %(message)s"
@@ -33,19 +37,72 @@ def memory_stats() -> dict[str, float]:
     return stats
 
 
-def set_aside_previous_run(out_dir: Path) -> Path | None:
-    """A fresh run (no resume) into a folder that holds an earlier run: move the earlier
-    run to `<out_dir>.<timestamp>` rather than mix or delete it. Returns where it went."""
+def check_run_folder(out_dir: Path, resume: str) -> None:
+    """The convention for a folder that already holds a run (TRL's, not verl's): a run
+    without `--resume` never writes into it, never moves it and never deletes it; it stops
+    with one line saying how to continue it or where else to start. `--resume auto` (or a
+    checkpoint path) continues it."""
     out_dir = Path(out_dir)
-    if not (out_dir / "main.log").exists() and not (out_dir / "checkpoints").exists():
-        return None
-    stamp = time.strftime("%Y%m%d-%H%M%S")
-    target = out_dir.with_name(f"{out_dir.name}.{stamp}")
-    n = 1
-    while target.exists():
-        target, n = out_dir.with_name(f"{out_dir.name}.{stamp}-{n}"), n + 1
-    out_dir.rename(target)
-    return target
+    if resume != "none":
+        return
+    checkpoints = sorted(p.name for p in (out_dir / "checkpoints").glob("round_*") if p.is_dir())
+    if checkpoints:
+        raise UserError(f"{str(out_dir)!r} already holds a run with checkpoints (newest {checkpoints[-1]}): continue it with "
+                        "--resume auto, or start a new run elsewhere with --output-dir DIR")  # fmt: skip
+    if (out_dir / "main.log").exists():
+        raise UserError(f"{str(out_dir)!r} holds the logs of an earlier run that left no checkpoint: start a new run "
+                        f"elsewhere with --output-dir DIR, or delete {str(out_dir)!r} first")  # fmt: skip
+
+
+class FolderGuard:
+    """Puts the run folder back exactly as it was when a run fails before it writes its
+    first checkpoint: files it added are removed, the appended logs and the rewritten
+    metrics.jsonl get their old bytes and times back, a folder it created is removed. After
+    a checkpoint the run has made progress worth keeping, and nothing is undone."""
+
+    RESTORED = ("main.log", "metrics.jsonl")  # rewritten at start-up (truncate on resume)
+
+    def __init__(self, out_dir: Path, enabled: bool = True):
+        self.out_dir = Path(out_dir)
+        self.enabled = enabled
+        self.existed = self.out_dir.exists()
+        self.files = self._files() if enabled and self.existed else {}
+        self.dirs = {p for p in self.out_dir.rglob("*") if p.is_dir()} if enabled and self.existed else set()
+        self.saved = {n: (self.out_dir / n).read_bytes() for n in self.RESTORED if (self.out_dir / n).is_file()} if enabled else {}
+
+    def _files(self) -> dict[Path, tuple[int, int, int]]:
+        out = {}
+        for p in self.out_dir.rglob("*"):
+            if p.is_file() and not p.is_symlink():
+                st = p.stat()
+                out[p] = (st.st_size, st.st_atime_ns, st.st_mtime_ns)
+        return out
+
+    def wrote_checkpoint(self) -> bool:
+        return any(p not in self.files for p in (self.out_dir / "checkpoints").rglob("*") if p.is_file())
+
+    def restore(self) -> bool:
+        """Undo this run unless it wrote a checkpoint; True when the folder was restored."""
+        if not self.enabled or self.wrote_checkpoint():
+            return False
+        if not self.existed:
+            shutil.rmtree(self.out_dir, ignore_errors=True)
+            return True
+        for path, now in self._files().items():
+            before = self.files.get(path)
+            if before is None:
+                path.unlink(missing_ok=True)
+            elif now != before:
+                name = str(path.relative_to(self.out_dir))
+                if name in self.saved:
+                    path.write_bytes(self.saved[name])
+                elif now[0] > before[0]:  # an appended phase log
+                    os.truncate(path, before[0])
+                os.utime(path, ns=before[1:])
+        for folder in sorted((p for p in self.out_dir.rglob("*") if p.is_dir()), key=lambda p: -len(p.parts)):
+            if folder not in self.dirs:
+                shutil.rmtree(folder, ignore_errors=True)
+        return True
 
 
 class RunLog:
@@ -98,12 +155,31 @@ class RunLog:
                 log.removeHandler(handler)
                 handler.close()
 
-    def hparams(self, table: dict) -> None:
-        """The hyper-parameters once, as a markdown table (CleanRL's habit)."""
+    def hparams(self, table: dict, metrics: tuple[str, ...] = ()) -> None:
+        """The hyper-parameters once: as a markdown table (CleanRL's habit) and in the
+        HParams tab, written into this run's own event file so that tab shows `metrics`
+        (scalar tags logged later) next to them."""
         if self.writer is None:
             return
+        from torch.utils.tensorboard.summary import hparams
+
         rows = "\n".join(f"|{k}|{v}|" for k, v in sorted(table.items()))
         self.writer.add_text("hyperparameters", "|param|value|\n|-|-|\n" + rows, 0)
+        values = {k: v if isinstance(v, (int, float, str, bool)) else str(v) for k, v in table.items()}
+        for summary in hparams(values, {m: 0.0 for m in metrics}):
+            self.writer.file_writer.add_summary(summary)
+        self.writer.flush()
+
+    def image(self, tag: str, png: Path, step: int = 0) -> None:
+        """A PNG file into TensorBoard's Images tab."""
+        if self.writer is None or not Path(png).is_file():
+            return
+        import numpy as np
+        from PIL import Image
+
+        with Image.open(png) as im:
+            self.writer.add_image(tag, np.asarray(im.convert("RGB")), step, dataformats="HWC")
+        self.writer.flush()
 
     def scalars(self, step: int, values: dict[str, float]) -> None:
         if self.writer is None:
@@ -121,3 +197,7 @@ class RunLog:
         if self.writer is not None:
             self.writer.close()
             self.writer = None
+        for handler in list(log.handlers):  # release main.log (a failed run's folder is restored next)
+            if isinstance(handler, logging.FileHandler):
+                log.removeHandler(handler)
+                handler.close()

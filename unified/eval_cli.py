@@ -1,0 +1,192 @@
+"""`python -m unified.evaluate`: greedy pass@1 of a model, or of a samples file, on hidden tests.
+
+    python -m unified.evaluate --benchmark mbpp --model smollm2            all 378 MBPP+ problems
+    python -m unified.evaluate --benchmark humaneval --model logs/x/checkpoints/round_000002
+    python -m unified.evaluate ... --resume                                continue a killed run
+    python -m unified.evaluate --benchmark mbpp --samples FILE.jsonl --output DIR
+
+With a model: problems run in batches behind a progress bar; after each batch its rows are
+appended to `samples.jsonl` (task_id, solution, completion, passed) and `eval_results.json`
+is rewritten (`"complete": false` until the last batch), so a killed run keeps what it
+finished and `--resume` picks up the rest. A folder that already holds results is never
+written over without `--resume` (the training command's convention).
+
+The budget defaults to the pipeline's `program_max_tokens` for that model, read from a
+checkpoint's own config or from the model's config group, so this pass@1 and the round
+loop's `eval/pass@1` are one measurement; `eval_results.json` states the budget, where its
+max_tokens came from, and the model. The default output folder,
+`logs/eval/<benchmark>-<model name>-<key>`, is keyed by a hash of the resolved model folder,
+its weight files (size and time), the benchmark and the budget: two checkpoints (or one
+path re-trained) never share a folder, and the same evaluation finds its own folder again.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Sequence
+
+from unified.config import UserError
+
+RESULTS, SAMPLES = "eval_results.json", "samples.jsonl"
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str):  # one line, exit 2, no usage dump
+        raise UserError(f"{message} (see --help)")
+
+
+def _positive(flag: str):
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise UserError(f"{flag} needs a whole number, got {text!r}") from None
+        if value < 1:
+            raise UserError(f"{flag} must be at least 1 (got {value})")
+        return value
+
+    return parse
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = _Parser(prog="python -m unified.evaluate", description="Greedy pass@1 on a benchmark's hidden tests.")
+    p.add_argument("--benchmark", default="mbpp", help="mbpp or humaneval (default mbpp)")
+    p.add_argument("--source", default=None, help="a JSONL/Parquet file of problems instead of the bundled set")
+    p.add_argument("--problems", type=_positive("--problems"), default=None, help="the first K problems (default: all)")
+    p.add_argument("--problem-id", action="append", default=[], metavar="ID", help="a problem id, e.g. Mbpp/2 (repeatable)")
+    p.add_argument("--model", default=None, help="smollm2, tiny, a model folder, hub id, checkpoint folder or checkpoints root (default: tiny)")
+    p.add_argument("--samples", default=None, metavar="FILE.jsonl", help="score these EvalPlus-format samples instead of a model")
+    p.add_argument("--output", default=None, help="output folder (default logs/eval/<benchmark>-<model>-<key>)")
+    p.add_argument("--resume", action="store_true", help="continue the results already in the output folder")
+    p.add_argument("--backend", choices=("vllm_cpu", "vllm", "hf"), default=None, help="default: vllm on GPU, vllm_cpu on CPU, hf without vLLM")
+    p.add_argument("--max-tokens", type=_positive("--max-tokens"), default=None, help="default: the pipeline's program_max_tokens for the model")
+    p.add_argument("--max-model-len", type=_positive("--max-model-len"), default=None, help="default min(4096, the model's)")
+    p.add_argument("--batch-size", type=_positive("--batch-size"), default=16, help="problems per batch (results are saved after each)")
+    p.add_argument("--dtype", default="auto")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--workers", type=_positive("--workers"), default=2, help="sandbox worker processes")
+    p.add_argument("-v", "--verbose", action="store_true", help="keep vLLM/torch start-up messages")
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    from unified.cli import exit_code
+
+    return exit_code(lambda: run(argv), resume_hint="run the same command with --resume to continue")
+
+
+def run(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(list(sys.argv[1:] if argv is None else argv))
+    from unified.quiet import quiet_console
+
+    quiet_console(args.verbose)  # before torch and vLLM are imported
+    problems = _load(args)
+    return score_file(args, problems) if args.samples else evaluate_model(args, problems)
+
+
+def _load(args) -> list:
+    from unified.pipeline.benchmarks import BenchmarkError, load_problems
+
+    try:
+        return load_problems(args.benchmark, args.source, args.problems, args.problem_id)
+    except BenchmarkError as exc:
+        raise UserError(str(exc)) from None
+
+
+# ------------------------------------------------------------------------------ --samples
+
+
+def score_file(args, problems: list) -> int:
+    from unified.eval_samples import program_text, read_samples, score_samples
+    from unified.evaluate import EvalResult, write_results_json
+    from unified.pipeline.executor import ExecutorConfig, build_executor
+
+    if args.model or args.resume:
+        raise UserError("--samples scores a file without a model: leave out --model and --resume")
+    samples = read_samples(args.samples)
+    by_id = {p.task_id: p for p in problems} if (args.problems or args.problem_id) else {p.task_id: p for p in _all(args)}
+    unknown = [t for t in samples if t not in by_id]
+    if unknown:
+        raise UserError(f"--samples has task {unknown[0]!r}, which is not a problem of --benchmark {args.benchmark} "
+                        "(or not among the selected problems)")  # fmt: skip
+    chosen = [by_id[t] for t in samples]
+    digest = hashlib.sha256(Path(args.samples).read_bytes()).hexdigest()[:10]
+    out = Path(args.output or Path("logs") / "eval" / f"{args.benchmark}-samples-{digest}")
+    previous = _read_json(out / RESULTS)
+    _check_output(out, resume=previous.get("samples_sha256") == digest and not (out / SAMPLES).exists())  # same file: rescore
+    t0 = time.perf_counter()
+    with build_executor(ExecutorConfig(workers=args.workers)) as executor:
+        scores = score_samples(chosen, {p.task_id: program_text(p, samples[p.task_id]) for p in chosen}, executor)
+    scored = [v for v in scores.values() if v is not None]
+    result = EvalResult(sum(scored) / len(scored) if scored else 0.0, dict(scores), [])
+    write_results_json(result, out / RESULTS, benchmark=args.benchmark, samples=str(Path(args.samples).resolve()),
+                       samples_sha256=digest, complete=True, seconds=round(time.perf_counter() - t0, 2))  # fmt: skip
+    print(f"pass@1 {result.pass_at_1:.4f} ({result.passed}/{result.scored} problems) {args.benchmark} samples={args.samples} -> {out}")
+    return 0
+
+
+def _all(args) -> list:
+    from unified.pipeline.benchmarks import load_problems
+
+    return load_problems(args.benchmark, args.source)
+
+
+# ------------------------------------------------------------------------------ a model
+
+
+def evaluate_model(args, problems: list) -> int:
+    from unified.eval_run import EvalRun, model_budget
+
+    model_dir, name = _resolve(args.model)
+    max_tokens, source = (args.max_tokens, "--max-tokens") if args.max_tokens else model_budget(args.model, model_dir)
+    settings = {"benchmark": args.benchmark, "source": args.source, "model": model_dir, "model_arg": args.model or "tiny",
+                "max_tokens_from": source}  # fmt: skip
+    key = _key(model_dir, args, max_tokens)
+    out = Path(args.output or Path("logs") / "eval" / f"{args.benchmark}-{name}-{key}")
+    _check_output(out, resume=args.resume)
+    return EvalRun(args, problems, model_dir, max_tokens, settings, out).run()
+
+
+def _resolve(model: str | None) -> tuple[str, str]:
+    """(local model folder, a short name for the output folder)."""
+    from unified.evaluate import resolve_eval_model
+    from unified.models import load_tokenizer
+
+    arg = None if model in (None, "tiny") else model
+    model_dir = resolve_eval_model(arg)
+    load_tokenizer(model_dir)  # an unreadable tokenizer: one line now, not a traceback in the engine
+    parts = [p for p in Path(str(model or "tiny").rstrip("/")).parts if p not in ("/", ".", "..", "model", "checkpoints")]
+    name = "-".join(parts[-2:]) if parts else "model"
+    return model_dir, "".join(ch if ch.isalnum() or ch in "._-" else "_" for ch in name)[:60]
+
+
+def _key(model_dir: str, args, max_tokens: int) -> str:
+    """Model folder + its weight files' sizes and times + benchmark + budget."""
+    folder = Path(model_dir).resolve()
+    weights = sorted((f.name, f.stat().st_size, f.stat().st_mtime_ns) for f in folder.iterdir()
+                     if f.suffix in (".safetensors", ".bin", ".gguf", ".pt"))  # fmt: skip
+    ident = [str(folder), weights, args.benchmark, args.source, max_tokens, args.max_model_len, args.seed]
+    return hashlib.sha256(json.dumps(ident, default=str).encode()).hexdigest()[:10]
+
+
+def _read_json(path: Path) -> dict:
+    try:
+        body = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return {}
+    return body if isinstance(body, dict) else {}
+
+
+def _check_output(out: Path, resume: bool) -> None:
+    from unified.config import check_writable
+
+    check_writable(out)
+    held = (out / SAMPLES).exists() or (out / RESULTS).exists()
+    if held and not resume:
+        raise UserError(f"{str(out)!r} already holds evaluation results: continue them with --resume, "
+                        "or choose another folder with --output DIR")  # fmt: skip

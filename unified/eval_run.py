@@ -1,0 +1,178 @@
+"""One model evaluation that keeps what it finished: batches, progress bar, resume.
+
+    EvalRun(args, problems, model_dir, max_tokens, settings, out).run()
+
+After each batch of problems its rows are appended to `samples.jsonl` (flushed and synced)
+and `eval_results.json` is rewritten atomically, so a run killed at any point leaves every
+finished batch behind. `--resume` reads the rows back (a half-written last line is
+dropped), checks they were made with the same model and budget, and evaluates only the
+problems still missing.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+from unified.config import CONFIG_DIR, UserError, compose_config
+from unified.evaluate import EvalResult, greedy_budget, sample_row, write_results_json
+
+RESULTS, SAMPLES = "eval_results.json", "samples.jsonl"
+MATCHING = ("benchmark", "model")  # settings a resumed run must share (plus the budget)
+
+
+def model_budget(model_arg: str | None, model_dir: str) -> tuple[int, str]:
+    """The round loop's pass@1 budget for this model, and where it was read."""
+    from omegaconf import OmegaConf
+
+    saved = Path(model_dir).parent / "config.yaml"  # a checkpoint: <ckpt>/model next to <ckpt>/config.yaml
+    if saved.is_file():
+        value = OmegaConf.select(OmegaConf.load(saved), "pipeline.program_max_tokens")
+        if isinstance(value, int):
+            return value, f"pipeline.program_max_tokens in {saved}"
+    if model_arg in (None, "tiny"):
+        group = "tiny"
+    else:
+        group = model_arg if (CONFIG_DIR / "model" / f"{model_arg}.yaml").is_file() else "hf"
+    cfg = compose_config([f"model={group}"], check=False)
+    return int(cfg.pipeline.program_max_tokens), f"pipeline.program_max_tokens of model={group}"
+
+
+def default_backend() -> str:
+    import importlib.util
+
+    import torch
+
+    if importlib.util.find_spec("vllm") is None:
+        return "hf"
+    return "vllm" if torch.cuda.is_available() else "vllm_cpu"
+
+
+def read_rows(path: Path) -> list[dict]:
+    """The complete rows of a samples file; a line cut off by a kill is left out."""
+    rows = []
+    if not path.exists():
+        return rows
+    for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError:
+            continue
+        if isinstance(row, dict) and isinstance(row.get("task_id"), str) and "passed" in row:
+            rows.append(row)
+    return rows
+
+
+class EvalRun:
+    def __init__(self, args, problems, model_dir: str, max_tokens: int, settings: dict, out: Path):
+        self.args, self.problems, self.model_dir, self.out = args, list(problems), model_dir, Path(out)
+        self.budget = {**greedy_budget(max_tokens, args.seed), "max_model_len": self._max_model_len()}
+        self.settings = settings
+        self.done: dict[str, dict] = {}
+
+    def run(self) -> int:
+        self.out.mkdir(parents=True, exist_ok=True)
+        if self.args.resume:
+            self._load_previous()
+        todo = [p for p in self.problems if p.task_id not in self.done]
+        backend = self.args.backend or default_backend()
+        self.settings = {**self.settings, "backend": backend}
+        t0 = time.perf_counter()
+        if todo:
+            self._evaluate(todo, backend)
+        result = self._write_results(seconds=time.perf_counter() - t0)
+        print(f"pass@1 {result.pass_at_1:.4f} ({result.passed}/{result.scored} problems) {self.args.benchmark} "
+              f"model={self.model_dir} max_tokens={self.budget['max_tokens']} backend={backend} -> {self.out}")  # fmt: skip
+        return 0
+
+    def _evaluate(self, todo: list, backend: str) -> None:
+        from tqdm import tqdm
+
+        from unified.evaluate import evaluate
+        from unified.pipeline.executor import ExecutorConfig, build_executor
+
+        engine = self._engine(backend)
+        bar = tqdm(total=len(self.problems), initial=len(self.problems) - len(todo), unit="problem", file=sys.stderr,
+                   desc=f"pass@1 {self.args.benchmark}", dynamic_ncols=True)  # fmt: skip
+        try:
+            with build_executor(ExecutorConfig(workers=self.args.workers)) as executor:
+                size = self.args.batch_size
+                for start in range(0, len(todo), size):
+                    part = evaluate(todo[start : start + size], engine, executor, self.budget["max_tokens"], self.args.seed)
+                    rows = [{**sample_row(s), "passed": part.per_problem[s["task_id"]]} for s in part.samples]
+                    self._append(rows)
+                    self._write_results(seconds=None)
+                    passed = sum(1 for r in self.done.values() if r["passed"])
+                    bar.set_postfix_str(f"passed {passed}")
+                    bar.update(len(rows))
+        finally:
+            bar.close()
+            engine.close()
+
+    def _engine(self, backend: str):
+        from unified.trainer.engine import build_engine
+
+        if backend != "hf":
+            from unified.trainer.distributed import init_distributed
+
+            init_distributed("cpu" if backend == "vllm_cpu" else "auto")  # before vLLM, always
+        return build_engine(backend, self.model_dir, dtype=self.args.dtype, max_model_len=self.budget["max_model_len"],
+                            seed=self.args.seed, kv_cache_gib=1)  # fmt: skip
+
+    def _max_model_len(self) -> int:
+        from unified.config import model_positions
+
+        limit = model_positions(self.model_dir) or 4096
+        wanted = self.args.max_model_len or 4096
+        if self.args.max_model_len and wanted > limit:
+            raise UserError(f"--max-model-len {wanted} does not fit the model, which has {limit} positions: use {limit} or less")
+        return min(wanted, limit)
+
+    def _load_previous(self) -> None:
+        previous = _read_json(self.out / RESULTS)
+        for key in MATCHING:
+            if key in previous and previous[key] != self.settings[key]:
+                raise UserError(f"--resume: {self.out} holds results for {key} {previous[key]!r}, not {self.settings[key]!r}: "
+                                "give the same settings, or another --output")  # fmt: skip
+        old = previous.get("budget", {})
+        for key in ("max_tokens", "temperature", "seed", "prompt", "max_model_len"):
+            if key in old and old[key] != self.budget[key]:
+                raise UserError(f"--resume: {self.out} holds results made with {key}={old[key]!r}, not {self.budget[key]!r}: "
+                                "give the same budget, or another --output")  # fmt: skip
+        rows = read_rows(self.out / SAMPLES)
+        self.done = {r["task_id"]: r for r in rows}
+        _rewrite(self.out / SAMPLES, list(self.done.values()))  # drops a line cut off by the kill
+
+    def _append(self, rows: list[dict]) -> None:
+        with open(self.out / SAMPLES, "a", encoding="utf-8") as f:
+            f.write("".join(json.dumps(r) + "\n" for r in rows))
+            f.flush()
+            os.fsync(f.fileno())
+        self.done.update({r["task_id"]: r for r in rows})
+
+    def _write_results(self, seconds: float | None) -> EvalResult:
+        chosen = [p.task_id for p in self.problems if p.task_id in self.done]
+        per_problem = {t: self.done[t]["passed"] for t in chosen}
+        scored = [v for v in per_problem.values() if v is not None]
+        result = EvalResult(sum(scored) / len(scored) if scored else 0.0, per_problem, [], self.budget)
+        extra = {} if seconds is None else {"seconds": round(seconds, 2)}
+        write_results_json(result, self.out / RESULTS, **self.settings, selected=len(self.problems),
+                           complete=len(chosen) == len(self.problems), **extra)  # fmt: skip
+        return result
+
+
+def _read_json(path: Path) -> dict:
+    try:
+        body = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return {}
+    return body if isinstance(body, dict) else {}
+
+
+def _rewrite(path: Path, rows: list[dict]) -> None:
+    tmp = path.with_name(path.name + f".tmp{os.getpid()}")
+    tmp.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    os.replace(tmp, path)

