@@ -74,3 +74,32 @@ def test_nan_values_and_missing_round_numbers(tmp_path):
     assert [r["round"] for r in rows] == [1, 2]
     assert series(rows, "reward/induction") == ([2], [0.5])
     _png_size(plot_run(src, tmp_path / "m.png"))
+
+
+def test_equal_reward_curves_stay_distinguishable(tmp_path):
+    """All three rewards at the format penalty: each curve keeps its own marker, size and dash."""
+    from unified.plots import REWARD_KEYS, REWARD_STYLE
+
+    styles = [REWARD_STYLE[k] for k in REWARD_KEYS]
+    for field in ("marker", "markersize", "linestyle"):
+        assert len({s[field] for s in styles}) == 3, field
+    rows = [{"round": r, **{k: -0.5 for k in REWARD_KEYS}} for r in (1, 2)]
+    _png_size(plot_run(_write(tmp_path / "flat.jsonl", rows), tmp_path / "flat.png"))
+
+
+def test_hparams_and_summary_image_reach_tensorboard(tmp_path):
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    from unified.runlog import RunLog
+
+    png = plot_run(_write(tmp_path / "metrics.jsonl", [_full_round(1), _full_round(2)]), tmp_path / "summary.png")
+    runlog = RunLog(tmp_path / "run")
+    runlog.open_tensorboard()
+    runlog.hparams({"algorithm.lr": 1e-5, "model.path": "smollm2", "trainer.rounds": 2}, metrics=("eval/pass@1",))
+    runlog.scalars(1, {"eval/pass@1": 0.25})
+    runlog.image("summary", png, 2)
+    runlog.close()
+    events = EventAccumulator(str(tmp_path / "run" / "tensorboard"), size_guidance={"images": 0}).Reload()
+    assert "summary" in events.Tags()["images"]
+    assert "_hparams_/session_start_info" in events.PluginTagToContent("hparams")
+    assert len(list((tmp_path / "run" / "tensorboard").iterdir())) == 1  # one run folder: the HParams tab sees its scalars

@@ -6,7 +6,8 @@
 `round`, `reward/induction|deduction|abduction`, `eval/pass@1` (null when not evaluated
 that round), `time/phase_1_4`, `time/phase_5`, `time/push`, ... Missing keys, nulls,
 NaNs and unreadable lines are skipped; a series with no points is left out of its
-panel. Panels: reward per task type, pass@1, phase and push times (push on its own
+panel. Panels: reward per task type (distinct markers and dashes, so equal curves stay
+visible), pass@1, phase and push times (push on its own
 right-hand axis: it is milliseconds next to minutes).
 """
 
@@ -19,6 +20,14 @@ import sys
 from pathlib import Path
 
 REWARD_KEYS = ("reward/induction", "reward/deduction", "reward/abduction")
+# Equal rewards (e.g. every answer at the format penalty) draw the three lines on top of
+# each other: big hollow, medium and small filled markers with different dashes keep all
+# three visible where they coincide.
+REWARD_STYLE = {
+    "reward/induction": dict(marker="o", markersize=9, markerfacecolor="none", linestyle="-", linewidth=2.5),
+    "reward/deduction": dict(marker="s", markersize=6, linestyle="--", linewidth=1.8),
+    "reward/abduction": dict(marker="^", markersize=4, linestyle=":", linewidth=1.2),
+}
 PASS_KEY = "eval/pass@1"
 PHASE_KEYS = ("time/phase_1_4", "time/phase_5")
 PUSH_KEY = "time/push"
@@ -60,7 +69,8 @@ def _plot(ax, rows, key, label=None, **kw) -> bool:
     xs, ys = series(rows, key)
     if not xs:
         return False
-    ax.plot(xs, ys, marker="o", markersize=3, label=label or key.split("/", 1)[-1], **kw)
+    style = {"marker": "o", "markersize": 3, **kw}
+    ax.plot(xs, ys, label=label or key.split("/", 1)[-1], **style)
     return True
 
 
@@ -82,7 +92,7 @@ def plot_run(metrics_jsonl: str | Path, out_png: str | Path, title: str | None =
     try:
         fig.suptitle(title or Path(metrics_jsonl).parent.name or "run")
 
-        drawn = [_plot(ax_r, rows, k) for k in REWARD_KEYS]
+        drawn = [_plot(ax_r, rows, k, **REWARD_STYLE[k]) for k in REWARD_KEYS]
         ax_r.set_ylabel("mean reward")
         ax_r.set_title("reward by task type")
         if any(drawn):
