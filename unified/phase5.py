@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import math
 import time
+from contextlib import nullcontext
 from dataclasses import dataclass, replace
 from typing import Callable, Sequence
 
@@ -53,7 +54,11 @@ def run_phase_5(
     round_index: int,
     pad_token_id: int,
     on_chunk: Callable[[], object] | None = None,
+    update_weights: bool = True,
+    ledger=None,
 ) -> Phase5Result:
+    """`update_weights=False` is the no-training control: the same rollouts and rewards, no
+    step. `ledger` (telemetry.ComputeLedger) accumulates the update's compute."""
     size = tasks_per_chunk(aggregator, update, sampling.n)
     chunks = all_reduce_int(math.ceil(len(tasks) / size), "max")
     rows: list[dict] = []
@@ -81,7 +86,11 @@ def run_phase_5(
                          num_tokens=len(completion.token_ids), version=completion.version)
                 )
         clock = time.perf_counter()
-        summaries.append(train_on_samples(samples, aggregator, update, pad_token_id=pad_token_id))
+        if update_weights:
+            with ledger.measure("update") if ledger is not None else nullcontext():
+                summaries.append(train_on_samples(samples, aggregator, update, pad_token_id=pad_token_id))
+            if ledger is not None:
+                ledger.add_tokens("update", sum(len(s.prompt_token_ids) + len(s.token_ids) for s in samples))
         seconds["train"] += time.perf_counter() - clock
         if on_chunk is not None:
             on_chunk()

@@ -3,8 +3,10 @@
 It exists so that `python train_unified.py` runs offline, on CPU, with no download. It is
 built deterministically (fixed seed, fixed training text: the bundled MBPP+ prompts and
 solutions) into a cache folder on first use and saved in Hugging Face format, so the same
-directory loads in `transformers` and in vLLM. It has random weights: it writes noise, not
-Python. It is a plumbing model, not a baseline.
+directory loads in `transformers` and in vLLM. Its weights start random and get a short
+supervised warm-up on gold answers of deduction/abduction tasks (`tiny_pretrain`), so its
+answers parse and are sometimes right: rewards differ within a rollout group and every
+test that trains moves the weights. It is a plumbing model, not a baseline.
 
 Departures from a real Qwen2 checkpoint: a 4k vocabulary trained here, 4 layers of width
 128, tied embeddings, and a minimal ChatML chat template.
@@ -18,7 +20,7 @@ import json
 import os
 from pathlib import Path
 
-BUILD_VERSION = "v1"
+BUILD_VERSION = "v3"  # v3: a short supervised warm-up (tiny_pretrain) so its answers parse
 SPECIAL_TOKENS = ("<|endoftext|>", "<|im_start|>", "<|im_end|>")
 CHAT_TEMPLATE = (
     "{% for message in messages %}"
@@ -45,10 +47,21 @@ def cache_root() -> Path:
 
 
 def default_model_dir() -> Path:
-    """Where the tiny model lives; built there on first call."""
+    """Where the tiny model lives; built there on first call. Concurrent first calls
+    (parallel tests, torchrun ranks) wait for one build instead of each starting one."""
+    import fcntl
+    import shutil
+
     path = cache_root() / f"tiny-qwen2-{BUILD_VERSION}"
-    if not (path / "config.json").exists():
-        build_tiny_model(path)
+    if (path / "config.json").exists():
+        return path
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path.parent / ".tiny-qwen2.lock", "a+") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not (path / "config.json").exists():
+            for stale in path.parent.glob(f"{path.name}.tmp*"):  # builds that were killed
+                shutil.rmtree(stale, ignore_errors=True)
+            build_tiny_model(path)
     return path
 
 
@@ -83,12 +96,16 @@ def _build_tokenizer():
     )
 
 
-def build_tiny_model(path: Path) -> Path:
-    """Build tokenizer and model into `path` atomically (temp dir + rename)."""
+def build_tiny_model(path: Path, pretrain_steps: int | None = None) -> Path:
+    """Build tokenizer and model into `path` atomically (temp dir + rename);
+    `pretrain_steps` overrides the warm-up's length (tests of the build itself)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(path.name + f".tmp{os.getpid()}")
     save_random_qwen2(tmp, _build_tokenizer(), ARCH, SEED)
+    from unified.tiny_pretrain import STEPS, pretrain
+
+    pretrain(tmp, SEED, STEPS if pretrain_steps is None else pretrain_steps)
     try:
         os.rename(tmp, path)
     except OSError:  # another process built it first: keep theirs

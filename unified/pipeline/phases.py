@@ -34,7 +34,8 @@ class PipelineConfig:
     input_temperature: float = 0.8
     input_max_tokens: int = 192
     evaluate_baseline: bool = True  # greedy pass@1 on the hidden tests each round
-    keep_passing_visible: bool = True  # drop programs that fail a visible example
+    keep_passing_visible: bool = True  # drop programs that fail a visible example (else: no induction from them)
+    induction_needs_visible: bool = True  # induction only from programs that pass the visible examples
     seed_programs: str = "none"  # "canonical": add each canonical solution as a program
     task_types: tuple[str, ...] = TASK_KINDS
     max_tasks_per_type_per_problem: int | None = 4
@@ -134,9 +135,12 @@ def run_phases_1_to_4(
         rejections += rej
     kept, rej = phase1.deduplicate(candidates)
     rejections += rej
+    # A program that fails a visible example still defines its own deduction/abduction
+    # answers; only induction needs pairs that agree with the problem text.
+    passing, rej = phase1.check_visible(kept, problems, executor.run_batch)
+    rejections += rej
     if cfg.keep_passing_visible:
-        kept, rej = phase1.keep_passing_visible(kept, problems, executor.run_batch)
-        rejections += rej
+        kept = [p for p in kept if p.program_id in passing]
     lap("phase_1")
 
     # Phase 2: inputs (visible + proposed), every program on every input, run twice.
@@ -151,7 +155,8 @@ def run_phases_1_to_4(
     lap("phase_2")
 
     # Phase 3: candidate tasks.
-    candidate_tasks, rej = phase3.build_tasks(problems, kept, triples, cfg.task_types, cfg.induction_shown)
+    induction_from = passing if cfg.induction_needs_visible else None
+    candidate_tasks, rej = phase3.build_tasks(problems, kept, triples, cfg.task_types, cfg.induction_shown, induction_from)
     rejections += rej
     lap("phase_3")
 

@@ -111,11 +111,12 @@ def deduplicate(programs: Sequence[Program]) -> tuple[list[Program], list[Reject
     return kept, rejections
 
 
-def keep_passing_visible(
+def check_visible(
     programs: Sequence[Program], problems: Sequence[Problem], run_batch
-) -> tuple[list[Program], list[Rejection]]:
-    """Programs that return every visible example's expected value (examples without an
-    expected value are not checked)."""
+) -> tuple[set[str], list[Rejection]]:
+    """Ids of the programs that return every visible example's expected value (examples
+    without an expected value are not checked), and a `fails_visible` rejection for each
+    of the others."""
     by_id = {p.task_id: p for p in problems}
     calls, owner = [], []
     for i, prog in enumerate(programs):
@@ -130,9 +131,17 @@ def keep_passing_visible(
         if i not in failed and not (result.ok and values_equal(result.value, case.expected, atol=atol)):
             got = result.error if not result.ok else f"{display(case.args)} -> {display(result.value)}"
             failed[i] = got[:200]
-    kept = [p for i, p in enumerate(programs) if i not in failed]
+    passing = {p.program_id for i, p in enumerate(programs) if i not in failed}
     rejections = [
         Rejection("program", "fails_visible", programs[i].problem_id, programs[i].program_id, detail=detail)
         for i, detail in failed.items()
     ]
-    return kept, rejections
+    return passing, rejections
+
+
+def keep_passing_visible(
+    programs: Sequence[Program], problems: Sequence[Problem], run_batch
+) -> tuple[list[Program], list[Rejection]]:
+    """Programs that return every visible example's expected value."""
+    passing, rejections = check_visible(programs, problems, run_batch)
+    return [p for p in programs if p.program_id in passing], rejections

@@ -117,8 +117,10 @@ def build_tasks(
     triples: Sequence[IOTriple],
     task_types: Sequence[str],
     induction_shown: int,
+    induction_from: set[str] | None = None,
 ) -> tuple[list[Task], list[Rejection]]:
-    """All candidate tasks of the round (phase 4 filters them), in a stable order."""
+    """All candidate tasks of the round (phase 4 filters them), in a stable order.
+    `induction_from`: the program ids induction tasks may come from (None: all)."""
     by_problem = {p.task_id: p for p in problems}
     by_program: dict[str, list[IOTriple]] = {}
     for t in triples:
@@ -128,7 +130,7 @@ def build_tasks(
         problem, mine = by_problem[program.problem_id], by_program.get(program.program_id, [])
         if not mine:
             continue
-        if "induction" in task_types:
+        if "induction" in task_types and (induction_from is None or program.program_id in induction_from):
             task = induction_task(problem, program, mine, induction_shown)
             if task is None:
                 task_id = f"{program.program_id}:induction:0"

@@ -248,7 +248,7 @@ def build_aggregator(
             f"update_steps = {a.micro_batch_size}x{a.accum_steps}x{a.update_steps} = {per_step}"
         )
     optimizer = torch.optim.AdamW(
-        policy.parameters(), lr=a.lr, weight_decay=a.weight_decay, betas=tuple(a.get("betas", (0.9, 0.999)))
+        policy.trainable_parameters(), lr=a.lr, weight_decay=a.weight_decay, betas=tuple(a.get("betas", (0.9, 0.999)))
     )
     return Aggregator(
         policy,

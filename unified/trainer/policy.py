@@ -24,6 +24,8 @@ from torch.distributed.tensor import DTensor
 
 import verl.utils.torch_functional as verl_F
 
+from unified.trainer.tuning import TuningConfig, adapter_tensors, apply_tuning, lora_scalings, merged_weights, save_adapter
+
 
 def token_logprobs_and_entropy(
     model: torch.nn.Module,
@@ -64,12 +66,14 @@ def token_logprobs_and_entropy(
 
 
 class Policy:
-    """An FSDP2-sharded HF causal LM. `module` is the sharded model (call it like the HF one)."""
+    """An FSDP2-sharded HF causal LM. `module` is the sharded model (call it like the HF one);
+    with LoRA it is the peft model, and `lora_scalings` says how to merge its adapters."""
 
-    def __init__(self, module: torch.nn.Module, device: torch.device, trainable: bool):
+    def __init__(self, module: torch.nn.Module, device: torch.device, trainable: bool, lora_scalings: dict | None = None):
         self.module = module
         self.device = device
         self.trainable = trainable
+        self.lora_scalings = lora_scalings
 
     @property
     def config(self):
@@ -78,12 +82,30 @@ class Policy:
     def parameters(self):
         return self.module.parameters()
 
-    def named_full_weights(self) -> Iterator[tuple[str, torch.Tensor]]:
-        """(HF name, full tensor) for every parameter; collective, same order on all ranks."""
+    def trainable_parameters(self) -> list[torch.nn.Parameter]:
+        return [p for p in self.module.parameters() if p.requires_grad]
+
+    def _named_full_parameters(self) -> Iterator[tuple[str, torch.Tensor]]:
         for name, param in self.module.named_parameters():
             with torch.no_grad():
                 full = param.full_tensor() if isinstance(param, DTensor) else param
             yield name, full.detach()
+
+    def named_full_weights(self) -> Iterator[tuple[str, torch.Tensor]]:
+        """(HF name, full tensor) of the model the engine serves, LoRA adapters merged;
+        collective, same order on all ranks."""
+        if self.lora_scalings is None:
+            return self._named_full_parameters()
+        return merged_weights(self._named_full_parameters(), self.lora_scalings)  # detached inputs: no graph
+
+    def adapter_state(self) -> dict[str, torch.Tensor] | None:
+        """The LoRA adapter's full tensors (peft's names), None without LoRA; collective."""
+        if self.lora_scalings is None:
+            return None
+        return adapter_tensors(self._named_full_parameters())
+
+    def write_adapter(self, directory: str | Path, tensors: dict[str, torch.Tensor]) -> None:
+        save_adapter(self.module, tensors, directory)
 
     def full_state_dict(self, device: str = "cpu") -> dict[str, torch.Tensor]:
         return {n: t.to(device, copy=True) for n, t in self.named_full_weights()}
@@ -159,8 +181,11 @@ def build_policy(
     gradient_checkpointing: bool = False,
     trust_remote_code: bool = False,
     trainable: bool = True,
+    tuning: TuningConfig | None = None,
+    adapter_dir: str | Path | None = None,
 ) -> Policy:
-    """Load an HF model (a hub id or an HF-format dir) and shard it. `trainable=False` gives
+    """Load an HF model (a hub id or an HF-format dir), apply `tuning` (LoRA, top layers;
+    `adapter_dir`: a saved adapter to continue from) and shard it. `trainable=False` gives
     a frozen copy (the KL reference)."""
     from torch.distributed.device_mesh import init_device_mesh
     from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
@@ -174,6 +199,10 @@ def build_policy(
     if gradient_checkpointing and trainable:
         model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
     model.config.use_cache = False
+    scalings = None
+    if trainable and tuning is not None:
+        model = apply_tuning(model, tuning, adapter_dir)
+        scalings = lora_scalings(model) if tuning.method == "lora" else None
     model.to(device)
     mesh = init_device_mesh(device.type, (_world(),))
     run_dtype = compute_dtype(dtype, device)
@@ -189,10 +218,13 @@ def build_policy(
         model.train()
     else:
         model.eval().requires_grad_(False)
-    return Policy(model, device, trainable)
+    return Policy(model, device, trainable, scalings)
 
 
-def build_policy_from_config(model_cfg, model_path: str | Path, device: torch.device, trainable: bool = True) -> Policy:
+def build_policy_from_config(
+    model_cfg, model_path: str | Path, device: torch.device, trainable: bool = True,
+    tuning: TuningConfig | None = None, adapter_dir: str | Path | None = None,
+) -> Policy:  # fmt: skip
     return build_policy(
         model_path,
         device=device,
@@ -200,4 +232,6 @@ def build_policy_from_config(model_cfg, model_path: str | Path, device: torch.de
         gradient_checkpointing=model_cfg.gradient_checkpointing,
         trust_remote_code=model_cfg.trust_remote_code,
         trainable=trainable,
+        tuning=tuning,
+        adapter_dir=adapter_dir,
     )

