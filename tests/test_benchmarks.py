@@ -9,10 +9,12 @@ import pytest
 from unified.pipeline.benchmarks import (
     BUNDLED_MBPP,
     BenchmarkError,
+    _calls_of,
     docstring_examples,
     load_problems,
     with_expected_outputs,
 )
+from unified.types import TestCase
 
 
 def test_selection_by_count_and_id():
@@ -46,7 +48,9 @@ def test_visible_and_hidden_are_kept_apart():
     assert len(p.visible) == 3 and len(p.hidden) > 10
     assert not {repr(c.args) for c in p.visible} & {repr(c.args) for c in p.hidden}
     h = load_problems("humaneval", ids=["HumanEval/0"])[0]
-    assert h.visible and "def check" in h.hidden_test_code and not h.hidden
+    # check's assertions became (input, expected) calls; no check code is kept to run
+    assert h.visible and len(h.hidden) >= 7 and h.hidden_test_code == ""
+    assert h.hidden[0] == TestCase(([1.0, 2.0, 3.9, 4.0, 5.0, 2.2], 0.3), True)
 
 
 def test_docstring_examples_are_parsed():
@@ -80,7 +84,7 @@ def _assertion_expectations(row):
 UPSTREAM_DISAGREEMENTS = {"Mbpp/164", "Mbpp/295"}
 # Their canonical solutions return re.Match objects (the assertions only test truthiness):
 # not values the sandbox sends back, so those cases are dropped from the problem.
-RETURNS_NON_LITERALS = {"Mbpp/737", "Mbpp/787", "Mbpp/794"}
+RETURNS_NON_LITERALS = {"Mbpp/737", "Mbpp/787", "Mbpp/794"}  # EvalPlus: MBPP_OUTPUT_NOT_NONE_TASKS
 
 
 @pytest.fixture(scope="module")
@@ -101,8 +105,10 @@ def test_every_mbpp_canonical_solution_matches_its_assertions(executor):
     filled = with_expected_outputs([p.__class__(**{**p.__dict__, "hidden": ()}) for p in problems], executor.run_batch)
     checked = 0
     for before, after in zip(problems, filled):
-        if before.task_id in RETURNS_NON_LITERALS:  # asserted by truthiness only; the cases are dropped
-            assert len(after.visible) < len(before.visible)
+        if before.task_id in RETURNS_NON_LITERALS:  # match objects: kept as `is not None`, as EvalPlus does
+            truth = {repr(_calls_of(line, before.entry_point)[0]): not line.startswith("assert not")
+                     for line in rows[before.task_id]["assertion"].splitlines() if line.startswith("assert")}  # fmt: skip
+            assert [c.expected for c in after.visible] == [truth[repr(c.args)] for c in after.visible]
             continue
         assert len(after.visible) == len(before.visible), f"{before.task_id}: canonical solution failed on a base input"
         if before.task_id in UPSTREAM_DISAGREEMENTS:
@@ -126,12 +132,19 @@ def test_mbpp_hidden_inputs_run_on_canonical_solutions(executor):
     assert kept >= 0.98 * total, f"only {kept}/{total} hidden inputs ran on the canonical solutions"
 
 
-def test_humaneval_canonical_solutions_pass_their_hidden_tests(executor):
-    from unified.pipeline.executor import ExecCall
+def test_humaneval_canonical_solutions_pass_their_recorded_cases(executor):
+    from unified.pipeline.evaluation import hidden_calls, passes_hidden
 
-    problems = load_problems("humaneval", count=20)
-    results = executor.run_batch([ExecCall(p.canonical_solution + "\n" + p.hidden_test_code, "__unified_check", ()) for p in problems])
-    assert all(r.ok and r.value is True for r in results), [(p.task_id, r.status, r.error) for p, r in zip(problems, results) if not r.ok]
+    problems = load_problems("humaneval")
+    assert all(p.hidden for p in problems)  # every check was recorded
+    spans, calls = [], []
+    for p in problems:
+        batch = hidden_calls(p, p.canonical_solution)
+        spans.append((len(calls), len(calls) + len(batch)))
+        calls += batch
+    results = executor.run_batch(calls)
+    failed = [p.task_id for p, (a, b) in zip(problems, spans) if not passes_hidden(p, results[a:b])]
+    assert failed == []
 
 
 def test_user_jsonl_and_parquet_files(tmp_path):

@@ -3,6 +3,7 @@ config, CLI and the Ray backend. Hostile programs are in test_sandbox_hostile.py
 
 import json
 import math
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -235,3 +236,70 @@ def test_ray_backend_runs_batches_in_order():
     finally:
         if owns:
             ray.shutdown()
+
+
+# ------------------------------------------------------------------ deterministic timeouts, --calls
+
+LOOP = "def f(n):\n    s = 0\n    for i in range(n):\n        s += i\n    return n\n"
+
+
+def test_cpu_bound_call_within_its_limit_is_ok_on_a_busy_machine():
+    """The timeout is decided by CPU time: a call that needs half its budget stays `ok`
+    while processes started here keep every core busy (a wall-clock limit would fire)."""
+    with Executor(ExecutorConfig(workers=1, timeout_s=1.0)) as ex:
+        probe = ex.run(LOOP, "f", (1_000_000,))
+        assert probe.ok and probe.cpu_s > 0
+        n = int(1_000_000 * 0.5 / probe.cpu_s)  # about 0.5 s of CPU on this machine
+        busy = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(3 * (os.cpu_count() or 1))]
+        try:
+            results = [ex.run(LOOP, "f", (n,)) for _ in range(2)]
+        finally:
+            for proc in busy:
+                proc.kill()
+                proc.wait()
+        assert [r.status for r in results] == ["ok", "ok"], results
+        assert ex.stats()["timeout"] == 0 and ex.stats()["calls"] == 3
+
+
+def test_stats_count_timeouts_by_kind():
+    with Executor(ExecutorConfig(workers=1, timeout_s=0.5, wall_s=2.0, banned_modules=(), banned_calls=())) as ex:
+        r = ex.run("def f():\n    s = 0\n    while s < 10**8:\n        s += 1", "f")  # > 0.5 s CPU
+        assert r.status == "timeout" and r.timeout in ("cpu", "wall")  # wall: only on a machine < 1/4 free
+        kind = r.timeout
+        r = ex.run("import time\ndef f():\n    time.sleep(30)", "f")  # asleep: only the backstop ends it
+        assert r.status == "timeout" and r.timeout == "wall"
+        stats = ex.stats()
+    assert (stats["calls"], stats["timeout"], stats["timeout_" + kind]) == (2, 2, 1 + (kind == "wall"))
+
+
+def test_cli_calls_file_runs_each_line_in_order(tmp_path):
+    program = tmp_path / "prog.py"
+    program.write_text("def f(a, b=0):\n    if a == 3:\n        raise ValueError('three')\n    return [a, b]\n")
+    calls = tmp_path / "calls.jsonl"
+    calls.write_text("\n".join(json.dumps(args) for args in ([1], [2, 5], [3], [4, [1]])) + "\n")
+    out = _cli(str(program), "--entry", "f", "--calls", str(calls), "--workers", "2")
+    assert out.returncode == 0, out.stderr
+    rows = [json.loads(line) for line in out.stdout.splitlines()]
+    assert [r["status"] for r in rows] == ["ok", "ok", "error", "ok"]
+    assert [r["value"] for r in rows] == ["[1, 0]", "[2, 5]", None, "[4, [1]]"]
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('[1]\n{"a": 1}\n')
+    out = _cli(str(program), "--entry", "f", "--calls", str(bad))
+    assert out.returncode == 2 and "JSON list" in out.stderr and out.stdout == ""
+
+
+def test_cli_survives_a_forged_enormous_reply(tmp_path):
+    program = tmp_path / "prog.py"
+    program.write_text(
+        "import io\n"
+        "def f():\n"
+        "    for fd in range(3, 40):\n"
+        "        try:\n"
+        "            io.FileIO(fd, 'w', closefd=False).write(b'ok 20000 0 0\\n' + b'9' * 20000)\n"
+        "        except (OSError, ValueError):\n"
+        "            pass\n"
+        "    return 1\n"
+    )
+    out = _cli(str(program), "--entry", "f")
+    assert out.returncode == 0 and "Traceback" not in out.stderr
+    assert json.loads(out.stdout)["status"] in ("crashed", "ok")

@@ -4,7 +4,9 @@ a user's JSONL/Parquet file, or a Hugging Face dataset name (needs a network).
 Visible examples and hidden tests are kept apart. MBPP+: the visible examples are the
 `base_input`s (typed from the `assertion` field), the hidden tests are the `plus_input`s.
 HumanEval: the visible examples are the docstring's `>>> f(x)` / `f(x) == y` lines, the
-hidden test is the package's `check(candidate)` code.
+hidden tests are the calls the package's `check(candidate)` code makes, recorded with the
+canonical solution's outputs (`check_recorder`): no check code ever runs next to a
+model's program.
 
 MBPP+ stores tuples and sets as JSON lists. Rather than a per-task table, the argument
 types are read off the `assertion` field, which calls the entry point with real Python
@@ -23,6 +25,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Callable, Iterable, Sequence
 
+from unified.pipeline.check_recorder import record_cases
 from unified.types import Problem, TestCase
 
 BUNDLED_MBPP = Path(__file__).resolve().parent.parent / "data" / "MbppPlus.jsonl.gz"
@@ -254,11 +257,11 @@ def load_problems(name: str, source: str | None = None, count: int | None = None
             other = [b for b, prefix in _ID_PREFIX.items() if b != name and unknown[0].startswith(prefix)]
             hint = f"it belongs to --benchmark {other[0]}" if other else f"ids look like {next(iter(problems))!r}"
             raise BenchmarkError(f"unknown problem id {unknown[0]!r} for benchmark {name!r}: {hint}")
-        return [problems[i] for i in dict.fromkeys(ids)]
+        return record_cases([problems[i] for i in dict.fromkeys(ids)])
     if count is not None and count < 1:
         raise BenchmarkError(f"--problems must be at least 1 (got {count})")
     ordered = sorted(problems.values(), key=lambda p: _id_key(p.task_id))
-    return ordered[:count] if count else ordered
+    return record_cases(ordered[:count] if count else ordered)
 
 
 # ---------------------------------------------------------------- expected outputs
@@ -271,14 +274,19 @@ def with_expected_outputs(problems: Sequence[Problem], run_batch: RunBatch) -> l
     Cases where the canonical solution fails are dropped (they test nothing)."""
     from unified.pipeline.executor import ExecCall
 
+    from unified.pipeline.oracle import NOT_NONE_ENTRY, not_none_program, reduces_to_not_none
+
     calls, where = [], []
     for pi, p in enumerate(problems):
         if not p.canonical_solution:
             continue
+        code, entry = p.canonical_solution, p.entry_point
+        if reduces_to_not_none(p):  # outputs are match objects: EvalPlus keeps `is not None`
+            code, entry = not_none_program(code, entry), NOT_NONE_ENTRY
         for part in ("visible", "hidden"):
             for ci, case in enumerate(getattr(p, part)):
                 if case.expected is None:
-                    calls.append(ExecCall(p.canonical_solution, p.entry_point, case.args))
+                    calls.append(ExecCall(code, entry, case.args))
                     where.append((pi, part, ci))
     results = run_batch(calls) if calls else []
     filled: dict[tuple, object] = {}

@@ -1,13 +1,20 @@
-"""Phase 1 evaluation: the policy's pass@1 on each problem's HIDDEN tests.
+"""Scoring programs on HIDDEN tests: phase 1's pass@1, and `score_samples` for any samples.
 
-This is the only module that reads `Problem.hidden` / `hidden_test_code`. Its numbers are
-the test-time improvement curve; nothing here feeds tasks or rewards.
+This is the only module that reads `Problem.hidden`. Its numbers are the test-time
+improvement curve; nothing here feeds tasks or rewards.
 
-One greedy sample per problem (temperature 0), the same prompt as program sampling.
-MBPP+-style problems: every hidden case must return its expected value (within the
-problem's atol). HumanEval-style problems: the program plus the benchmark's `check` code
-must run, via the `__unified_check` entry that `benchmarks` appends. A problem with no
-hidden tests gets None.
+Every hidden case is one sandbox call of the entry point on the case's input; the
+output comes back as a value and is compared HERE, by EvalPlus's rules (`oracle`), with
+the expected value that trusted code computed (MBPP+: the canonical solution in the
+sandbox; HumanEval: `check`'s calls recorded with the canonical solution,
+`check_recorder`). No test code runs next to the program.
+
+- `pass_at_1`: one greedy sample per problem (temperature 0), the phase-1 prompt, the
+  pipeline's extraction, hidden cases only (MBPP+'s plus inputs).
+- `score_samples`: existing solutions (EvalPlus samples: full programs, or HumanEval
+  completions), code recovered the way EvalPlus's sanitizer does, EvalPlus's test set
+  (MBPP+: base + plus inputs; HumanEval: check's calls). For `unified.evaluate --samples`.
+A problem with no hidden tests gets None.
 """
 
 from __future__ import annotations
@@ -15,32 +22,74 @@ from __future__ import annotations
 from typing import Sequence
 
 from unified.pipeline.executor import ExecCall
-from unified.pipeline.extract import extract_code
+from unified.pipeline.extract import extract_code, sanitize
 from unified.pipeline.generation import Generator, SamplingConfig, user_message
+from unified.pipeline.oracle import NOT_NONE_ENTRY, not_none_program, output_matches, reduces_to_not_none
 from unified.pipeline.programs import program_prompt, with_prompt_imports
-from unified.pipeline.values import values_equal
-from unified.types import Problem
-
-CHECK_ENTRY = "__unified_check"
-
-
-def hidden_calls(problem: Problem, code: str) -> list[ExecCall]:
-    if problem.hidden_test_code:
-        return [ExecCall(code + "\n\n" + problem.hidden_test_code, CHECK_ENTRY, ())]
-    return [ExecCall(code, problem.entry_point, case.args) for case in problem.hidden]
-
-
-def passes_hidden(problem: Problem, results: Sequence) -> bool:
-    """Whether the results of `hidden_calls` (same order) are all correct."""
-    if problem.hidden_test_code:
-        return len(results) == 1 and results[0].ok and results[0].value is True
-    return len(results) == len(problem.hidden) and all(
-        r.ok and values_equal(r.value, case.expected, atol=problem.atol) for r, case in zip(results, problem.hidden)
-    )
+from unified.types import Problem, TestCase
 
 
 def has_hidden_tests(problem: Problem) -> bool:
-    return bool(problem.hidden_test_code or problem.hidden)
+    return bool(problem.hidden)
+
+
+def hidden_calls(problem: Problem, code: str, cases: Sequence[TestCase] | None = None) -> list[ExecCall]:
+    """One sandbox call per case (default: the hidden ones); the program returns values only."""
+    cases = problem.hidden if cases is None else cases
+    entry = problem.entry_point
+    if reduces_to_not_none(problem):
+        code, entry = not_none_program(code, entry), NOT_NONE_ENTRY
+    return [ExecCall(code, entry, case.args) for case in cases]
+
+
+def passes_hidden(problem: Problem, results: Sequence, cases: Sequence[TestCase] | None = None) -> bool:
+    """Whether the results of `hidden_calls` (same order) are all right, by EvalPlus's rules."""
+    cases = problem.hidden if cases is None else cases
+    return len(results) == len(cases) > 0 and all(
+        r.ok and output_matches(problem, case.args, r.value, case.expected) for r, case in zip(results, cases)
+    )
+
+
+def evalplus_cases(problem: Problem) -> tuple[TestCase, ...]:
+    """The cases EvalPlus's "plus" verdict uses: MBPP+'s base (our visible) and plus
+    (hidden) inputs; HumanEval's check calls (hidden; the docstring examples are not tests)."""
+    visible = tuple(c for c in problem.visible if c.expected is not None) if problem.benchmark == "mbpp" else ()
+    return visible + problem.hidden
+
+
+def solution_code(problem: Problem, text: str) -> str | None:
+    """A sample's program: sanitized like EvalPlus's sanitizer; a HumanEval-style completion
+    (a function body) is read after its prompt."""
+    for candidate in (text, problem.prompt + text):
+        code = sanitize(candidate, problem.entry_point)
+        if code is not None:
+            return with_prompt_imports(problem, code)
+    return None
+
+
+def score_samples(problems: Sequence[Problem], solutions: dict, executor) -> dict[str, float | None]:
+    """task_id -> 1.0 / 0.0 (None: no tests) for solution texts keyed by task_id; a problem
+    without a solution scores 0.0. `executor`: an Executor or its `run_batch`. Cases
+    lacking an expected value get it from the canonical solution first."""
+    from unified.pipeline.benchmarks import with_expected_outputs
+
+    run_batch = executor.run_batch if hasattr(executor, "run_batch") else executor
+    problems = list(problems)
+    if any(c.expected is None for p in problems for c in evalplus_cases(p)):
+        problems = with_expected_outputs(problems, run_batch)
+    calls, spans = [], []
+    for problem in problems:
+        text = solutions.get(problem.task_id)
+        code = solution_code(problem, text) if isinstance(text, str) else None
+        cases = evalplus_cases(problem)
+        batch = hidden_calls(problem, code, cases) if code is not None and cases else []
+        spans.append((len(calls), len(calls) + len(batch), cases))
+        calls.extend(batch)
+    results = run_batch(calls) if calls else []
+    scores: dict[str, float | None] = {}
+    for problem, (start, end, cases) in zip(problems, spans):
+        scores[problem.task_id] = float(passes_hidden(problem, results[start:end], cases)) if cases else None
+    return scores
 
 
 def pass_at_1(

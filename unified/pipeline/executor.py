@@ -52,9 +52,7 @@ Benchmark: bench/executor_throughput.py. CLI: `executor_cli`.
 
 from __future__ import annotations
 
-import ast
 import dataclasses
-import fnmatch
 import marshal
 import math
 import os
@@ -65,24 +63,22 @@ import sys
 import tempfile
 import threading
 import time
-from collections import Counter, deque
+from collections import deque
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from unified.pipeline.sandbox_policy import BANNED_CALLS, BANNED_MODULES, Policy, scan
+from unified.pipeline.exec_types import STATUSES, ExecCall, ExecResult, Stats
+from unified.pipeline.precheck import Precheck, worker_stubs
+from unified.pipeline.sandbox_policy import BANNED_CALLS, BANNED_MODULES, Policy
 from unified.pipeline.sandbox_reply import parse_reply
-from unified.pipeline.values import LiteralError, from_literal, to_literal
 
-STATUSES = ("ok", "error", "timeout", "memory", "banned", "crashed")
-MAX_CODE_CHARS = 1_000_000
-USER_FILE = "<sandbox>"  # the program's co_filename: how the guards recognise its frames
+__all__ = ["STATUSES", "ExecCall", "ExecResult", "Executor", "ExecutorConfig", "Precheck", "Stats",
+           "build_executor", "executor_config_from", "result_from_reply"]  # fmt: skip
+
 _JAIL = str(Path(__file__).resolve().with_name("sandbox_jail.py"))
 _WORKER_ENV = {"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8", "LC_ALL": "C.UTF-8", "PYTHONHASHSEED": "0",
                "PYTHONDONTWRITEBYTECODE": "1", "OMP_NUM_THREADS": "1"}  # fmt: skip
-# `globals` stays banned statically only: a stub would answer its own globals to the stdlib.
-_BUILTIN_STUBS = ("eval", "exec", "compile", "breakpoint", "input", "exit", "quit", "help")
-_DIRECT_ONLY = frozenset(_BUILTIN_STUBS) | {"sys._getframe"}  # raise only when the program calls them
 
 
 @dataclass(frozen=True)
@@ -122,45 +118,9 @@ class ExecutorConfig:
                   "memory_mb": self.memory_mb, "max_output_bytes": self.max_output_bytes, "max_file_mb": 32,
                   "max_open_files": 256, "max_processes": 64, "banned_modules": self.banned_modules,
                   "block_gc": "gc" in self.banned_modules}  # fmt: skip
-        direct = [n for n in _DIRECT_ONLY if n in policy.builtin_names or policy.call_banned(n)]
-        return marshal.dumps({"limits": limits, "banned_modules": self.banned_modules, "stubs": _stubs(policy),
+        stubs, direct = worker_stubs(policy)
+        return marshal.dumps({"limits": limits, "banned_modules": self.banned_modules, "stubs": stubs,
                               "direct": direct, "open_write": policy.open_write})  # fmt: skip
-
-
-def _stubs(policy: Policy) -> list[tuple[str, str]]:
-    """(module, attribute) of every loaded-module function the patterns ban (os.exec* -> execv, ...).
-    The worker runs the same interpreter, so this process's modules have the same names."""
-    out = []
-    for pattern in policy.qualified:
-        module_name, _, attr_pattern = pattern.rpartition(".")
-        for target in [module_name] + (["posix"] if module_name == "os" else []):
-            module = sys.modules.get(target)
-            for attr in dir(module) if module is not None else ():
-                if fnmatch.fnmatchcase(attr, attr_pattern) and callable(getattr(module, attr)):
-                    out.append((target, attr))
-    return out
-
-
-@dataclass(frozen=True)
-class ExecCall:
-    code: str  # module source defining `entry`
-    entry: str  # function name to call
-    args: tuple = ()  # positional args as Python values (literal types only)
-
-
-@dataclass(frozen=True)
-class ExecResult:
-    status: str  # one of STATUSES
-    value: object = None  # the return value (status "ok")
-    error: str = ""  # "ValueError: bad" etc.
-    duration_s: float = 0.0  # wall clock
-    stdout: str = ""  # stdout and stderr, interleaved, truncated
-    cpu_s: float = 0.0  # CPU time of the call and everything it started
-    timeout: str = ""  # status "timeout": "cpu" or "wall" (the backstop)
-
-    @property
-    def ok(self) -> bool:
-        return self.status == "ok"
 
 
 def executor_config_from(cfg_mapping) -> ExecutorConfig:
@@ -195,70 +155,6 @@ def result_from_reply(reply, max_output_bytes: int = ExecutorConfig.max_output_b
     if reply is None:
         return ExecResult("crashed", error="executor worker died or hung; restarted")
     return parse_reply(reply, max_output_bytes, ExecResult)
-
-
-class Stats:
-    """Counters over every result an executor returned (`Executor.stats()`)."""
-
-    KEYS = ("calls", *STATUSES, "timeout_cpu", "timeout_wall", "worker_restarts")
-
-    def __init__(self):
-        self.counts = Counter({k: 0 for k in self.KEYS})
-
-    def count(self, result: ExecResult) -> ExecResult:
-        self.counts["calls"] += 1
-        self.counts[result.status] += 1
-        if result.status == "timeout":
-            self.counts["timeout_" + (result.timeout or "cpu")] += 1
-        return result
-
-    def snapshot(self) -> dict[str, int]:
-        return {k: int(self.counts[k]) for k in self.KEYS}
-
-
-class Precheck:
-    """Everything decided in the parent before a call reaches a worker (cached per program):
-    the static check, and compiling (compiling runs nothing; the child then only loads
-    the code object, which saves it a third of its work)."""
-
-    def __init__(self, config: ExecutorConfig):
-        self.policy = Policy.from_lists(config.banned_modules, config.banned_calls)
-        self.max_output = config.max_output_bytes
-        self._programs: dict[str, ExecResult | object] = {}  # source -> final verdict or code object
-
-    def __call__(self, call: ExecCall) -> tuple[ExecResult | None, bytes | None]:
-        """(a final result, None) or (None, the request for a worker)."""
-        if not isinstance(call.entry, str) or not call.entry.isidentifier():
-            return ExecResult("error", error=f"ValueError: bad entry point name {call.entry!r}"), None
-        program = self._program(call.code)
-        if isinstance(program, ExecResult):
-            return program, None
-        try:  # literal types only; marshal then carries them (trusted parent -> child)
-            text = to_literal(tuple(call.args), max_chars=max(self.max_output, 1 << 20))
-            try:
-                return None, marshal.dumps((program, call.entry, tuple(call.args)))
-            except ValueError:  # subclasses (Counter, namedtuple): send their literal form
-                return None, marshal.dumps((program, call.entry, from_literal(text)))
-        except (LiteralError, TypeError) as e:
-            return ExecResult("error", error=f"ValueError: arguments are not literal values: {e}"), None
-
-    def _program(self, code: str):
-        if isinstance(code, str) and code in self._programs:
-            return self._programs[code]
-        if not isinstance(code, str) or len(code) > MAX_CODE_CHARS:
-            return ExecResult("error", error=f"ValueError: code must be a str of at most {MAX_CODE_CHARS} chars")
-        try:
-            tree = ast.parse(code)
-            reason = scan(tree, self.policy)
-            program = ExecResult("banned", error=reason) if reason else compile(tree, USER_FILE, "exec", dont_inherit=True)
-        except SyntaxError as e:
-            program = ExecResult("error", error=f"SyntaxError: {e.msg} (line {e.lineno})")
-        except (ValueError, RecursionError, MemoryError) as e:
-            program = ExecResult("error", error=f"{type(e).__name__}: {e}")
-        if len(self._programs) > 20_000:
-            self._programs.clear()
-        self._programs[code] = program
-        return program
 
 
 class _Worker:

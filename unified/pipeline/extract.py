@@ -5,9 +5,15 @@ All pure functions. Literals are read by `values.from_literal` (an AST walk like
 (programs run only in the sandbox).
 
 Code extraction accepts ```python fences (also unclosed ones, as a truncated completion
-leaves them), or bare `def`s with chatter around them. The kept code is the top-level
+leaves them: the longest prefix that parses is kept, so a complete function before the
+cut survives), or bare `def`s with chatter around them. The kept code is the top-level
 imports, defs, classes and constant assignments: a model's demo calls, prints and asserts
 are dropped, so running the program only defines things.
+
+`sanitize` is for scoring existing samples: EvalPlus's own sanitizer
+(`evalplus.sanitize.sanitize`: the longest span of lines that parses, then the imports and
+the definitions the entry point reaches) when the package is installed and the text is
+short enough for its quadratic search; `extract_code` otherwise.
 """
 
 from __future__ import annotations
@@ -23,6 +29,7 @@ _FENCE = re.compile(r"```[ \t]*(?:python3?|py)?[ \t]*\n(.*?)(?:```|\Z)", re.DOTA
 _CODE_START = re.compile(r"^(def |async def |class |import |from \S+ import |@|[A-Za-z_]\w*\s*=[^=])")
 _KEEP = (ast.Import, ast.ImportFrom, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Assign, ast.AnnAssign)
 MAX_TEXT_CHARS = 20_000  # longer model text is cut before parsing (parse cost is superlinear)
+SANITIZER_MAX_LINES = 150  # EvalPlus's sanitizer parses every span of lines: O(lines^2) parses
 
 
 def _parses(code: str) -> ast.Module | None:
@@ -58,10 +65,17 @@ def _bare_candidates(text: str) -> list[str]:
     return ["\n".join(body[:end]) for end in range(len(body), 0, -1)][:200]
 
 
+def _prefixes(block: str) -> list[str]:
+    """A fenced block as it is, then shorter and shorter (a completion cut off mid-block)."""
+    lines = block.splitlines()
+    return [block] + ["\n".join(lines[:end]) for end in range(len(lines) - 1, 0, -1)][:200]
+
+
 def extract_program(text: str, entry_point: str) -> tuple[str | None, str | None]:
     """(code, None) or (None, reason) with reason in "no_code" | "syntax" | "no_entry_point"."""
     text = text[:MAX_TEXT_CHARS]
-    candidates = _FENCE.findall(text) + _bare_candidates(_FENCE.sub("", text))
+    fenced = [c for block in _FENCE.findall(text) for c in (_prefixes(block) if _parses(block) is None else [block])]
+    candidates = fenced + _bare_candidates(_FENCE.sub("", text))
     if not candidates:
         return None, "no_code"
     reason = "syntax"
@@ -78,6 +92,26 @@ def extract_program(text: str, entry_point: str) -> tuple[str | None, str | None
 def extract_code(text: str, entry_point: str) -> str | None:
     """The program in a completion that defines `entry_point`, or None."""
     return extract_program(text, entry_point)[0]
+
+
+def sanitize(text: str, entry_point: str) -> str | None:
+    """The program in a sample, recovered as EvalPlus's sanitizer does (see module doc), or
+    None when nothing that defines `entry_point` is found."""
+    text = text[:MAX_TEXT_CHARS]
+    if text.count("\n") < SANITIZER_MAX_LINES:
+        try:
+            from evalplus.sanitize import sanitize as evalplus_sanitize
+        except ImportError:  # the package is optional here: our own extraction below
+            evalplus_sanitize = None
+        if evalplus_sanitize is not None:
+            try:
+                code = evalplus_sanitize(text, entry_point)
+            except (RecursionError, ValueError, MemoryError):
+                code = ""
+            tree = _parses(code)
+            if tree is not None and _defines(tree, entry_point):
+                return code.strip() + "\n"
+    return extract_code(text, entry_point)
 
 
 def code_key(code: str) -> str:

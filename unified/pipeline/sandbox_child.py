@@ -48,7 +48,7 @@ def run_call(req_fd, result_fd, devnull_fd, tmpdir, uid, limits, guards, literal
         module = type(sys)(USER_MODULE)
         module.__dict__["__builtins__"] = builtins  # the module, as a script run as __main__ sees it
         sys.modules[USER_MODULE] = module
-        guards.arm(limits["banned_modules"], limits["block_gc"], module, limits["prune"])
+        guards.arm(limits["hook"], limits["prune"], module)
         # A random number of live objects shifts addresses, so output that depends on
         # id() or default hashes differs between runs and run_twice catches it.
         pad = [object() for _ in range(os_.urandom(1)[0])]

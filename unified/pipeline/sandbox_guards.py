@@ -64,14 +64,14 @@ def install(banned_modules, stubs, direct, open_write, sandbox_dir) -> None:
     builtins.__import__ = _guarded_import(banned)
 
 
-def arm(banned_modules, block_gc, user_module, prune) -> None:
-    """In the call's child, just before the program runs (see module doc). `prune`: the
-    loaded modules to drop, listed once by the worker (`loaded_banned`)."""
+def arm(hook, prune, user_module) -> None:
+    """In the call's child, just before the program runs (see module doc). `hook` and
+    `prune` (the loaded modules to drop) are made once by the worker."""
     modules = sys.modules
     for name in prune:
         modules.pop(name, None)
     modules["__main__"] = user_module
-    _addaudithook(_audit_hook(tuple(banned_modules), block_gc))
+    _addaudithook(hook)
 
 
 def loaded_banned(banned_modules) -> tuple:
@@ -79,13 +79,13 @@ def loaded_banned(banned_modules) -> tuple:
     return tuple(n for n in sys.modules if module_banned(n, banned) and n not in _INTERPRETER_MODULES)
 
 
-def _audit_hook(banned, block_gc):
+def audit_hook(banned_modules, block_gc):
     # Everything the hook reads is in its closure: the hook object itself is reachable
     # from nowhere in Python, so neither it nor its lists can be changed. Imports are
     # refused when the program's own code asks for them: standard modules may use banned
     # ones internally (dataclasses imports inspect). The project is refused to everyone.
-    prefixes = tuple(b + "." for b in banned)
-    names = frozenset(banned)
+    prefixes = tuple(b + "." for b in banned_modules)
+    names = frozenset(banned_modules)
     blocked = _GC_EVENTS if block_gc else frozenset()
     getframe, user_file = _getframe, USER_FILE
 

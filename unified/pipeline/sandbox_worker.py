@@ -85,6 +85,7 @@ class Zygote:
                 pass
         self.guards.install(init["banned_modules"], init["stubs"], init["direct"], init["open_write"], tmp)
         self.limits["prune"] = self.guards.loaded_banned(init["banned_modules"])
+        self.limits["hook"] = self.guards.audit_hook(tuple(init["banned_modules"]), self.limits["block_gc"])
         gc.collect()
         gc.freeze()  # children skip these objects when they collect: fewer page copies
         pages = int(OS.pread(statm_fd, 64, 0).split()[0]) if statm_fd >= 0 else 0
