@@ -4,8 +4,10 @@ machine. The two are interleaved (pool, naive, pool, naive, ...) so that load fr
 processes hits both alike; each figure is the median over the repetitions.
 
 The naive baseline runs its calls one after another, as a plain loop would; the pool
-uses its default size (ExecutorConfig().workers) and every call is still a fresh fork
-with the full isolation (PID namespace, tmpfs, uid drop, rlimits).
+uses its default size (ExecutorConfig().workers) and every call is still a fresh process,
+forked from a clean zygote, with the full isolation (runtime-only root, namespaces, uid
+drop, rlimits). `cpu_ms_per_call` is the CPU the calls' processes used (the part of the
+cost that does not depend on how busy the machine is).
 
     python bench/executor_throughput.py [--reps 5] [--calls 400] [--naive-calls 40]
 
@@ -32,12 +34,14 @@ PROGRAM = "def f(x):\n    return x + 1\n"
 OUT = Path(__file__).resolve().parents[1] / "logs" / "bench" / "executor_throughput.json"
 
 
-def pooled_rate(ex: Executor, n: int) -> float:
+def pooled_rate(ex: Executor, n: int, cpu: list | None = None) -> float:
     calls = [ExecCall(PROGRAM, "f", (i,)) for i in range(n)]
     start = time.perf_counter()
     results = ex.run_batch(calls)
     elapsed = time.perf_counter() - start
     assert all(r.ok and r.value == i + 1 for i, r in enumerate(results)), "pool gave a wrong result"
+    if cpu is not None:
+        cpu.append(1000 * sum(r.cpu_s for r in results) / n)
     return n / elapsed
 
 
@@ -57,11 +61,11 @@ def main() -> None:
     args = parser.parse_args()
 
     config = ExecutorConfig()
-    pooled, naive = [], []
+    pooled, naive, cpu = [], [], []
     with Executor(config) as ex:
         pooled_rate(ex, 50)  # warm-up: first forks touch cold pages
         for rep in range(args.reps):
-            pooled.append(pooled_rate(ex, args.calls))
+            pooled.append(pooled_rate(ex, args.calls, cpu))
             naive.append(naive_rate(args.naive_calls))
             print(f"rep {rep + 1}/{args.reps}: pooled {pooled[-1]:7.1f}/s   naive {naive[-1]:6.1f}/s", flush=True)
         isolation = ex.isolation
@@ -73,6 +77,7 @@ def main() -> None:
         "pooled_runs": [round(x, 1) for x in pooled],
         "naive_runs": [round(x, 1) for x in naive],
         "calls_per_rep": {"pooled": args.calls, "naive": args.naive_calls},
+        "cpu_ms_per_call": round(statistics.median(cpu), 3),
         "workers": config.workers,
         "cpus": os.cpu_count(),
         "load_avg_1m": os.getloadavg()[0],

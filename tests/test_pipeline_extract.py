@@ -101,3 +101,12 @@ def test_shape_like_follows_visible_argument_types():
     # Mbpp/63 takes a list of tuples
     assert shape_like(([[1, 2], [3, 4]],), [([(3, 5), (1, 7)],)]) == ([(1, 2), (3, 4)],)
     assert shape_like(([1, 2],), []) == ([1, 2],)
+
+
+def test_truncated_fence_keeps_the_complete_functions_before_the_cut():
+    from unified.pipeline.extract import sanitize
+
+    text = "Sure:\n```python\nimport math\n\ndef f(x):\n    return math.floor(x)\n\ndef g(y):\n    return [y for y in"
+    assert extract_code(text, "f") == "import math\ndef f(x):\n    return math.floor(x)\n"
+    assert "def f(x):" in sanitize(text, "f") and "def g" not in sanitize(text, "f")
+    assert sanitize("no code at all", "f") is None
