@@ -13,7 +13,7 @@ REPO = Path(__file__).resolve().parents[1]
 
 # Small but complete: every phase runs, phase 5 makes optimizer steps and pushes.
 FAST = [
-    "--problems", "2", "benchmark.problem_ids=[Mbpp/2,Mbpp/3]", "pipeline.num_programs=1",
+    "model=tiny", "--problems", "2", "benchmark.problem_ids=[Mbpp/2,Mbpp/3]", "pipeline.num_programs=1",
     "pipeline.num_proposed_inputs=1", "pipeline.program_max_tokens=24", "pipeline.input_max_tokens=24",
     "rollout.n=2", "rollout.max_tokens=12", "algorithm.micro_batch_size=2", "algorithm.accum_steps=1",
     "algorithm.update_steps=1", "algorithm.lr=1e-3", "trainer.log_samples=2",

@@ -80,6 +80,8 @@ def run_round(c: Components, runlog: RunLog, r: int, stop: StopRequest) -> bool:
     if torch.cuda.is_available():
         torch.cuda.empty_cache()
     m = {**M.pipeline_metrics(all_data), **M.rollout_metrics(rows), **M.train_metrics(M.gather(result.train))}
+    m.update(_pass_at_k(c, data))
+    m.update(_compute_and_fit(c, m, r))
     m.update(M.state_metrics(c.aggregator, memory_stats()))
     if c.dist.world_size > 1:
         m["engine/ranks_agree"] = _engines_agree(c)
@@ -115,12 +117,45 @@ def phase_5(c: Components, r: int, tasks) -> tuple[Phase5Result, list[dict]]:
         sampling = sampling_from_config(c.cfg.rollout, seed=(c.cfg.seed * 100_003 + r) * 7919)
         with _bar(f"round {r} phase 5", None, c) as bar, phase_engine(c) as engine:
             result = run_phase_5(tasks, engine, c.executor, c.aggregator, c.update, c.pipeline, sampling,
-                                 round_index=r, pad_token_id=c.tokenizer.pad_token_id, on_chunk=bar.update)  # fmt: skip
+                                 round_index=r, pad_token_id=c.tokenizer.pad_token_id, on_chunk=bar.update,
+                                 update_weights=c.cfg.trainer.get("update_weights", True))  # fmt: skip
     rows = [row for part in M.gather(list(result.rollouts)) for row in part]
     if c.dist.is_main:
         write_rows(c.out_dir / f"round_{r}", "rollouts", rows)
     log.info("round %d: phase 5 on %d rollouts, %d optimizer steps", r, len(rows), result.train.get("steps", 0))
     return result, rows
+
+
+def _pass_at_k(c: Components, data) -> dict:
+    """`eval/pass@k` (unbiased) from phase 1's samples, for the k in `trainer.pass_at_k`."""
+    ks = list(c.cfg.trainer.get("pass_at_k") or [])
+    if not ks or not data.pass_at_1 or all(v is None for v in data.pass_at_1.values()):
+        return {}
+    from unified.pass_at_k import round_pass_at_k
+
+    parts = M.gather(round_pass_at_k(data, c.executor, c.pipeline.num_programs, ks))
+    return {f"eval/pass@{k}": sum(v for p in parts for v in p.get(k, [])) / max(1, sum(len(p.get(k, [])) for p in parts))
+            for k in ks if any(k in p for p in parts)}  # fmt: skip
+
+
+def _compute_and_fit(c: Components, m: dict, r: int) -> dict:
+    """`compute/*` summed over ranks; with this round's pass@1, the ScaleRL fit so far."""
+    parts = M.gather(c.ledger.metrics())
+    out = {k: sum(p[k] for p in parts) for k in parts[0]}
+    if "eval/pass@1" in m:
+        c.eval_history.append((out["compute/total_s"], m["eval/pass@1"]))
+    return {**out, **_fit(c, out)}
+
+
+def _fit(c: Components, compute: dict) -> dict:
+    from unified.scaling_fit import fit_metrics, write_fit_summary
+
+    if not c.dist.is_main:
+        return {}
+    history = list(c.eval_history)
+    summary = write_fit_summary(c.out_dir / "eval_fit_summary.json", c.cfg.benchmark.name, [h[0] for h in history],
+                                [h[1] for h in history], compute)  # fmt: skip
+    return fit_metrics(c.cfg.benchmark.name, summary)
 
 
 def _report(c: Components, runlog: RunLog, r: int, m: dict, data, rows: list[dict]) -> None:
@@ -173,10 +208,14 @@ def final_evaluation(c: Components, runlog: RunLog) -> None:
     per_problem = {k: v for p in parts for k, v in p.per_problem.items()}
     scored = [v for v in per_problem.values() if v is not None]
     result = EvalResult(sum(scored) / len(scored) if scored else 0.0, per_problem, [s for p in parts for s in p.samples])
+    parts = M.gather(c.ledger.metrics())
+    compute = {k: sum(p[k] for p in parts) for k in parts[0]}
+    c.eval_history.append((compute["compute/total_s"], result.pass_at_1))
+    fit = _fit(c, compute)  # the last point of the curve: the final weights
     if c.dist.is_main:
         write_samples_jsonl(result.samples, c.out_dir / "eval" / "samples.jsonl")
         write_results_json(result, c.out_dir / "eval" / "eval_results.json", version=c.aggregator.version)
-        runlog.scalars(c.cfg.trainer.rounds, {"eval/final_pass@1": result.pass_at_1})
+        runlog.scalars(c.cfg.trainer.rounds, {"eval/final_pass@1": result.pass_at_1, **compute, **fit})
     log.info("final pass@1 %.3f (%d/%d problems) at version %d: %s", result.pass_at_1, result.passed, result.scored,
              c.aggregator.version, c.out_dir / "eval" / "samples.jsonl")  # fmt: skip
 

@@ -134,13 +134,17 @@ def import_lines(source: str) -> list[str]:
 def answer_text(text: str) -> str | None:
     """What is inside the last `<answer>` ... the last `</answer>` (so a closing tag inside an
     answer's string literal survives); else the last fenced block; code fences inside an
-    answer are removed."""
+    answer are removed. An `<answer>` never closed (small models often forget the tag, or
+    close a fence instead) runs to its first fenced block, or else to the next fence."""
     text = text[:MAX_TEXT_CHARS]
     start = text.rfind("<answer>")
     if start >= 0:
         end = text.rfind("</answer>")
         if end < start:
-            return None
+            rest = text[start + len("<answer>") :]
+            fenced = _FENCE.findall(rest)
+            inner = fenced[0] if fenced else rest.split("```")[0]
+            return inner.strip() or None
         inner = text[start + len("<answer>") : end]
         fenced = _FENCE.findall(inner)
         return (fenced[-1] if fenced else inner).strip()

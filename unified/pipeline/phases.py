@@ -42,6 +42,7 @@ class PipelineConfig:
     balance_types: bool = True
     induction_shown: int = 3  # at most this many pairs shown in an induction prompt; >= 1 held out
     induction_reward: str = "all"  # "all" | "fraction" of held-out pairs
+    max_tasks: int | None = None  # per round (per rank): a seeded, kind-balanced sample of the kept tasks
     format_penalty: float = -0.5  # reward of an unreadable answer
     max_output_chars: int = 1000  # longer output literals are rejected
 
@@ -170,6 +171,8 @@ def run_phases_1_to_4(
         cfg.induction_reward,
     )
     rejections += rej
+    tasks, rej = cap_tasks(tasks, cfg.max_tasks, round_seed)
+    rejections += rej
     lap("phase_4")
 
     return RoundData(
@@ -184,6 +187,25 @@ def run_phases_1_to_4(
         rejections=tuple(rejections),
         timings=timings,
     )
+
+
+def cap_tasks(tasks: Sequence[Task], limit: int | None, seed: int) -> tuple[list[Task], list[Rejection]]:
+    """At most `limit` tasks: kinds take turns (each in a seeded random order), so a cap
+    keeps the mix; the rest are rejected as `over_cap`."""
+    if limit is None or len(tasks) <= limit:
+        return list(tasks), []
+    import random
+
+    rng = random.Random(seed)
+    queues = {k: rng.sample([t for t in tasks if t.kind == k], sum(t.kind == k for t in tasks)) for k in TASK_KINDS}
+    chosen: list[Task] = []
+    while len(chosen) < limit:
+        for kind in TASK_KINDS:
+            if queues[kind] and len(chosen) < limit:
+                chosen.append(queues[kind].pop())
+    keep = {t.task_id for t in chosen}
+    rejected = [Rejection("task", "over_cap", t.problem_id, t.task_id, t.kind, f"max_tasks={limit}") for t in tasks if t.task_id not in keep]
+    return [t for t in tasks if t.task_id in keep], rejected
 
 
 def score_rollouts(

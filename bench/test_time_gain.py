@@ -1,0 +1,225 @@
+"""Test-time gain: does training on self-built tasks raise greedy pass@1 on the hidden tests
+more than the same run without weight updates?
+
+    python bench/test_time_gain.py --model smollm2 --problems 40 --rounds 5 [--split report]
+        [--parallel] [--collect] [key=value ...]
+
+Two runs of `train_unified.py` with the same seeds, problems, rounds and generation budget:
+- train:   the trainer as configured;
+- control: the same with `trainer.update_weights=false` (phase 5 samples and scores the same
+           way, no optimizer step), so a gain cannot come from sampling luck.
+pass@1 is greedy on the hidden tests: at the start of every round (phase 1) and once more
+after the last round (the final evaluation), i.e. before round 1 and after every round.
+
+Problems: MBPP+ ids in a seeded random order (seed 0), split in two disjoint sets:
+`tune` (the first 100 of that order: hyper-parameters are chosen on these) and `report`
+(the other 299: results are reported on the first N of them, chosen without looking at
+their hidden tests). The runs resume (`--resume auto`), so a killed bench continues;
+`--collect` rebuilds the JSON and plot from whatever the run folders hold.
+
+Writes logs/bench/test_time_gain.json (keys: problems, rounds, pass_at_1_before,
+pass_at_1_after, control_pass_at_1_after, gain, curves, per_problem, seconds, settings,
+fit) and logs/bench/test_time_gain.png (both curves; the ScaleRL fit of the trained run).
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+import platform
+import random
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+SPLIT_SEED, TUNE_SIZE = 0, 100
+
+
+def split_ids(split: str) -> list[str]:
+    sys.path.insert(0, str(REPO))
+    from unified.pipeline.benchmarks import load_problems
+
+    ids = [p.task_id for p in load_problems("mbpp", None, None, [])]
+    random.Random(SPLIT_SEED).shuffle(ids)
+    return ids[:TUNE_SIZE] if split == "tune" else ids[TUNE_SIZE:]
+
+
+def run_command(out: Path, ids: list[str], rounds: int, model: str, overrides: list[str], control: bool) -> list[str]:
+    return [
+        sys.executable, str(REPO / "train_unified.py"), "--benchmark", "mbpp", f"--rounds={rounds}",
+        f"--output-dir={out}", "--resume", "auto", f"model={model}", f"benchmark.problem_ids=[{','.join(ids)}]",
+        f"benchmark.problems={len(ids)}", "trainer.eval_every=1", *overrides,
+        *(["trainer.update_weights=false"] if control else []),
+    ]  # fmt: skip
+
+
+def curve(run: Path, rounds: int) -> tuple[list[float | None], dict, dict]:
+    """pass@1 before round 1 .. after round R (None where not measured yet), per-problem
+    outcomes before and after, and the last metrics line."""
+    import pandas as pd
+
+    points: list[float | None] = [None] * (rounds + 1)
+    before, after, last = {}, {}, {}
+    metrics = run / "metrics.jsonl"
+    if metrics.exists():
+        for line in metrics.read_text().splitlines():
+            m = json.loads(line)
+            last = m
+            if "eval/pass@1" in m and 1 <= m["round"] <= rounds:
+                points[m["round"] - 1] = m["eval/pass@1"]
+    first = run / "round_1" / "problems.parquet"
+    if first.exists():
+        frame = pd.read_parquet(first)
+        before = dict(zip(frame.task_id, frame.pass_at_1))
+    final = run / "eval" / "eval_results.json"
+    if final.exists():
+        result = json.loads(final.read_text())
+        points[rounds] = result.get("pass_at_1")
+        after = result.get("per_problem", {})
+    return points, {"before": before, "after": after}, last
+
+
+def collect(args, ids: list[str], runs: dict[str, Path], seconds: dict, overrides: list[str]) -> dict:
+    curves, outcomes, lasts = {}, {}, {}
+    for name, folder in runs.items():
+        curves[name], outcomes[name], lasts[name] = curve(folder, args.rounds)
+    fit_file = runs["train"] / "eval_fit_summary.json"
+    fit = json.loads(fit_file.read_text()) if fit_file.exists() else {"status": "not fitted", "reason": "no run yet"}
+    after, control_after = curves["train"][-1], curves["control"][-1]
+    per_problem = {
+        i: {"before": outcomes["train"]["before"].get(i), "after": outcomes["train"]["after"].get(i),
+            "control_after": outcomes["control"]["after"].get(i)}
+        for i in ids
+    }  # fmt: skip
+    return {
+        "problems": ids,
+        "rounds": args.rounds,
+        "pass_at_1_before": curves["train"][0],
+        "pass_at_1_after": after,
+        "control_pass_at_1_after": control_after,
+        "gain": None if after is None or control_after is None else after - control_after,
+        "complete": after is not None and control_after is not None,
+        "curves": {"train": curves["train"], "control": curves["control"], "x": ["before"] + [f"after round {r}" for r in range(1, args.rounds + 1)]},
+        "per_problem": per_problem,
+        "seconds": seconds,
+        "compute": {n: {k: v for k, v in lasts[n].items() if k.startswith("compute/")} for n in runs},
+        "train_metrics_per_round": _per_round(runs["train"]),
+        "fit": fit,
+        "settings": {
+            "model": args.model, "split": args.split, "split_seed": SPLIT_SEED, "tune_ids": split_ids("tune"),
+            "overrides": overrides, "command": " ".join(sys.argv), "parallel": args.parallel,
+            "date": datetime.date.today().isoformat(), "machine": f"{platform.machine()}, {os.cpu_count()} cores, {platform.python_version()}",
+            "runs": {n: str(p) for n, p in runs.items()},
+        },
+    }  # fmt: skip
+
+
+def _per_round(run: Path) -> list[dict]:
+    keys = ("round", "reward/mean", "reward/induction", "reward/deduction", "reward/abduction", "losses/kl", "losses/entropy",
+            "train/grad_norm", "tasks/kept", "state/version", "eval/pass@1", "time/round")  # fmt: skip
+    path = run / "metrics.jsonl"
+    if not path.exists():
+        return []
+    rows = [json.loads(line) for line in path.read_text().splitlines()]
+    return [{k: v for k, v in m.items() if k in keys or k.startswith(("reward/", "tasks/kept", "losses/", "parse/"))} for m in rows]
+
+
+def plot(result: dict, png: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(11, 4))
+    xs = list(range(result["rounds"] + 1))
+    for name, style in (("train", dict(marker="o", color="C0")), ("control", dict(marker="s", color="C1", linestyle="--"))):
+        ys = [np.nan if v is None else v for v in result["curves"][name]]
+        ax1.plot(xs, ys, label=f"{name}", **style)
+    ax1.set_xlabel("rounds trained (0 = before round 1)")
+    ax1.set_ylabel("greedy pass@1 (hidden tests)")
+    ax1.set_title(f"{len(result['problems'])} MBPP+ problems ({result['settings']['split']} split)")
+    ax1.set_xticks(xs)
+    ax1.legend()
+    fit = result["fit"]
+    points = fit.get("points", [])
+    if points:
+        c = np.array([p["compute"] for p in points])
+        ax2.plot(c, [p["pass_at_1"] for p in points], "o", color="C0", label="train run")
+        if fit.get("fitted"):
+            from unified.scaling_fit import scalerl_curve
+
+            grid = np.linspace(max(c.min(), 1e-6), c.max() * 1.5, 200)
+            ax2.plot(grid, scalerl_curve(grid, fit["r0"], fit["a"], fit["c_mid"], fit["b"]), "-", color="C2",
+                     label=f"ScaleRL fit: A={fit['a']:.3f}, C_mid={fit['c_mid']:.0f}")  # fmt: skip
+        else:
+            ax2.text(0.02, 0.02, f"not fitted: {fit.get('reason', '')}"[:80], transform=ax2.transAxes, fontsize=7)
+    ax2.set_xlabel("cumulative compute (CPU-seconds)")
+    ax2.set_ylabel("pass@1")
+    ax2.legend()
+    fig.tight_layout()
+    png.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(png, dpi=110)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--model", default="smollm2")
+    parser.add_argument("--problems", type=int, default=40)
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--split", choices=("tune", "report"), default="report")
+    parser.add_argument("--parallel", action="store_true", help="run train and control at once (one thread each)")
+    parser.add_argument("--collect", action="store_true", help="only rebuild the JSON and plot from the run folders")
+    parser.add_argument("--runs-dir", default=str(REPO / "logs" / "bench" / "test_time_gain"))
+    parser.add_argument("--output", default=str(REPO / "logs" / "bench" / "test_time_gain.json"))
+    args, overrides = parser.parse_known_args()
+    bad = [o for o in overrides if "=" not in o]
+    if bad:
+        parser.error(f"unknown argument(s) {bad}: extra arguments must be Hydra overrides key=value")
+    ids = split_ids(args.split)[: args.problems]
+    base = Path(args.runs_dir) / f"{args.split}-{args.problems}x{args.rounds}"
+    runs = {"train": base / "train", "control": base / "control"}
+    seconds_file = base / "seconds.json"
+    seconds = json.loads(seconds_file.read_text()) if seconds_file.exists() else {}
+    if not args.collect:
+        env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+        if args.parallel:
+            env["OMP_NUM_THREADS"] = "1"  # two engines on two cores: one thread each
+        procs = {}
+        for name, folder in runs.items():
+            folder.parent.mkdir(parents=True, exist_ok=True)
+            cmd = run_command(folder, ids, args.rounds, args.model, overrides, control=name == "control")
+            log = open(base / f"{name}.console.log", "a")
+            start = time.time()
+            procs[name] = (subprocess.Popen(cmd, cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT), start)
+            if not args.parallel:
+                code = procs[name][0].wait()
+                seconds[name] = seconds.get(name, 0.0) + time.time() - start
+                if code != 0:
+                    print(f"{name} run failed (exit {code}); see {base / f'{name}.console.log'}", file=sys.stderr)
+                    return code
+        if args.parallel:
+            for name, (proc, start) in procs.items():
+                code = proc.wait()
+                seconds[name] = seconds.get(name, 0.0) + time.time() - start
+                if code != 0:
+                    print(f"{name} run failed (exit {code}); see {base / f'{name}.console.log'}", file=sys.stderr)
+                    return code
+        seconds_file.write_text(json.dumps(seconds))
+    result = collect(args, ids, runs, seconds, overrides)
+    out = Path(args.output)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(result, indent=1) + "\n")
+    plot(result, out.with_suffix(".png"))
+    fmt = lambda v: "n/a" if v is None else f"{v:.3f}"  # noqa: E731
+    print(f"pass@1 before {fmt(result['pass_at_1_before'])} | after {fmt(result['pass_at_1_after'])} | "
+          f"control after {fmt(result['control_pass_at_1_after'])} | gain {fmt(result['gain'])} -> {out}")  # fmt: skip
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
