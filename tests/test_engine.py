@@ -95,6 +95,9 @@ def test_engine_created_once_across_many_pushes(vllm_engine, policy):
     for version in range(1, 6):
         result = vllm_engine.push(policy.named_full_weights(), version)
         assert result.ok and result.seconds > 0 and result.error == ""
+        phases = vllm_engine.last_push_phases  # the push's breakdown, read by bench/push_time.py
+        assert set(phases) == {"gather", "validate", "reload", "tied_heads", "prefix_cache", "total"}
+        assert all(v >= 0 for v in phases.values()) and sum(phases.values()) <= 2 * phases["total"] + 1e-6
         assert vllm_engine.generate([PROMPTS[0]], SamplingConfig(n=1, max_tokens=2, seed=0))[0][0].version == version
     assert vllm_engine.pushes == before + 5
     assert engine_creations() == 1
@@ -131,6 +134,9 @@ def test_engine_failed_push_is_reported_not_raised(vllm_engine, policy, monkeypa
         "unknown name": {**good, "model.nope.weight": torch.zeros(2)},
         "missing": {k: v for k, v in good.items() if k != name},
         "nan": {**good, name: torch.full_like(good[name], float("nan"))},
+        "one nan": {**good, name: good[name].clone().index_put_((torch.tensor([1]), torch.tensor([2])), torch.tensor(float("nan")))},
+        "one -inf": {**good, name: good[name].clone().index_put_((torch.tensor([0]), torch.tensor([0])), torch.tensor(float("-inf")))},
+        "one +inf": {**good, name: good[name].clone().index_put_((torch.tensor([-1]), torch.tensor([-1])), torch.tensor(float("inf")))},
     }
     for why, weights in bad_cases.items():
         result = vllm_engine.push(weights.items(), 41)

@@ -77,6 +77,9 @@ class Engine:
         self.healthy = True  # False after a failed push until a push succeeds
         self.pushes = 0
         self.failed_pushes = 0
+        # seconds of the last push's phases (backend-defined keys, e.g. gather, validate,
+        # reload, tied_heads, prefix_cache) plus "total"; benches read it
+        self.last_push_phases: dict[str, float] = {}
 
     @property
     def creations(self) -> int:
@@ -143,6 +146,7 @@ class Engine:
         all-gathered tensors, and a rank that stopped early would hang the others."""
         t0 = time.perf_counter()
         it = iter(weights)
+        self.last_push_phases = {}
         try:
             self._load(it)
         except Exception as exc:  # noqa: BLE001 - reported to the caller, not raised
@@ -158,7 +162,9 @@ class Engine:
         self.version = version
         self.healthy = True
         self.pushes += 1
-        return PushResult(True, time.perf_counter() - t0)
+        seconds = time.perf_counter() - t0
+        self.last_push_phases["total"] = seconds
+        return PushResult(True, seconds)
 
     def _load(self, weights: Iterator[tuple[str, torch.Tensor]]) -> None:
         raise NotImplementedError
@@ -177,7 +183,7 @@ class Engine:
                 raise WeightsRejected(f"no parameter named {name!r} in the engine's model")
             elif tuple(tensor.shape) != tuple(shapes[name]):
                 raise WeightsRejected(f"{name}: shape {tuple(tensor.shape)} != {tuple(shapes[name])}")
-            if not torch.is_floating_point(tensor) or not bool(torch.isfinite(tensor).all()):
+            if not torch.is_floating_point(tensor) or not _finite(tensor):
                 raise WeightsRejected(f"{name}: non-finite or non-float values")
             staged.append((name, tensor))
             seen.add(name)
@@ -188,6 +194,16 @@ class Engine:
 
     def close(self) -> None:
         """Release the engine. For vLLM this also destroys the default process group."""
+
+
+def _finite(tensor: torch.Tensor) -> bool:
+    """All values finite. `aminmax` is one read-only pass (NaN propagates into both
+    results, +-inf shows in one of them); `isfinite(t).all()` writes a bool tensor of
+    the same length first and was 13x slower on CPU (SmolLM2: 1.06 s vs 83 ms)."""
+    if tensor.numel() == 0:
+        return True
+    lo, hi = torch.aminmax(tensor.detach())
+    return bool(torch.isfinite(lo) & torch.isfinite(hi))
 
 
 def build_engine(

@@ -13,6 +13,9 @@ Recipes measured on these machines (notes/platform-findings.md):
   through vLLM's layerwise reload (on the meta device, with the bad tensors buffered, so
   every later push would fail too): `_abort_reload` drops the buffered tensors and puts
   the previous kernel tensors back, and the next full push succeeds.
+- `last_push_phases` times a push's parts: gather (iterating the weights: FSDP
+  all-gather, LoRA merge), validate, reload (vLLM's layerwise reload and re-processing),
+  tied_heads, prefix_cache (bench/push_time.py reports them).
 - Tied embeddings (the tiny model, small Qwens): vLLM's `lm_head` shares the embedding's
   parameter and is never reloaded itself, but on CPU it keeps a prepacked copy of the
   weight for its GEMM, built at load time. Without `_refresh_tied_heads` after each
@@ -28,6 +31,7 @@ from __future__ import annotations
 
 import logging
 import os
+import time
 
 import torch
 
@@ -150,10 +154,19 @@ class VLLMEngine(Engine):
             engine.abort_request(stuck, internal=True)
 
     def _load(self, weights) -> None:
-        staged = self._check_weights(weights, self._shapes, self._required)
+        phases = self.last_push_phases
+        t0 = time.perf_counter()
+        gathered = list(weights)  # the FSDP all-gather (and LoRA merge) happens while iterating
+        t1 = time.perf_counter()
+        phases["gather"] = t1 - t0
+        staged = self._check_weights(gathered, self._shapes, self._required)
+        del gathered
+        phases["validate"] = time.perf_counter() - t1
         self._reload(staged)
 
     def _reload(self, staged) -> None:
+        phases = self.last_push_phases
+        t0 = time.perf_counter()
         try:
             self.llm.collective_rpc("reload_weights", kwargs={"weights_iterator": staged})
         except Exception:
@@ -164,8 +177,12 @@ class VLLMEngine(Engine):
             raise
         finally:
             del staged
+        t1 = time.perf_counter()
         self.llm.collective_rpc(_refresh_tied_heads)
+        t2 = time.perf_counter()
         self.llm.reset_prefix_cache()
+        t3 = time.perf_counter()
+        phases.update(reload=t1 - t0, tied_heads=t2 - t1, prefix_cache=t3 - t2)
 
     def close(self) -> None:
         llm, self.llm = self.llm, None
