@@ -82,6 +82,7 @@ def run_round(c: Components, runlog: RunLog, r: int, stop: StopRequest) -> bool:
     m = {**M.pipeline_metrics(all_data), **M.rollout_metrics(rows), **M.train_metrics(M.gather(result.train))}
     m.update(_pass_at_k(c, data))
     m.update(_compute_and_fit(c, m, r))
+    m.update(M.executor_metrics(c.executor))  # executor/: this round's sandbox calls and timeouts by kind
     m.update(M.state_metrics(c.aggregator, memory_stats()))
     if c.dist.world_size > 1:
         m["engine/ranks_agree"] = _engines_agree(c)

@@ -8,6 +8,8 @@
     train/    grad norm, clip fraction, optimizer steps, dropped / skipped samples
     weights/  aggregator version, global step, contributions
     engine/   creations (must stay 1), pushes, failed pushes
+    executor/ sandbox calls this round, by status; timeouts by kind (timeout_cpu: the CPU
+              limit, load-independent; timeout_wall: the wall-clock backstop, load-dependent)
     memory/   RSS, CUDA allocated / reserved
 """
 
@@ -15,6 +17,7 @@ from __future__ import annotations
 
 import json
 import math
+import weakref
 from dataclasses import replace
 from pathlib import Path
 from typing import Sequence
@@ -106,6 +109,21 @@ def train_metrics(parts: Sequence[dict]) -> dict:
     for key in ("samples", "used", "dropped_stale", "dropped_empty", "tokens"):
         out[f"train/{key}"] = sum(p.get(key, 0) for p in parts)
     return out
+
+
+_EXECUTOR_SEEN: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # executor -> its counters after the last round
+
+
+def executor_metrics(executor) -> dict:
+    """`executor/<counter>`: this round's sandbox calls by status and timeouts by kind, summed
+    over ranks. Per-round deltas (not totals since the pool started), so a resumed run logs
+    the same numbers as an uninterrupted one. A collective: every rank calls it."""
+    stats = executor.stats() if hasattr(executor, "stats") else {}
+    before = _EXECUTOR_SEEN.get(executor, {})
+    _EXECUTOR_SEEN[executor] = dict(stats)
+    delta = {k: v - before.get(k, 0) for k, v in stats.items()}
+    parts = gather(delta)
+    return {f"executor/{k}": sum(p.get(k, 0) for p in parts) for k in sorted({k for p in parts for k in p})}
 
 
 def state_metrics(aggregator, memory: dict) -> dict:
