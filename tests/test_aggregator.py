@@ -116,6 +116,7 @@ def test_aggregator_averages_contributions(device):
         assert out is not None and out.stepped
         results.append((_weights(policy), out.grad_norm))
     (w1, n1), (w2, n2) = results
+    assert n1 > 0 and not _same(w1, _weights(_policy(device)))  # a real step: equal zero steps would also agree
     assert n1 == pytest.approx(n2, rel=1e-5)
     for name in w1:
         torch.testing.assert_close(w2[name], w1[name], atol=1e-6, rtol=1e-5)

@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
-from e2e import run
+from e2e import assert_trained, run
 
 pytestmark = pytest.mark.slow
 NAMESPACES = ("time/", "tasks/", "reward/", "eval/", "losses/", "train/", "weights/", "engine/", "memory/")
@@ -53,6 +53,7 @@ def test_engine_is_created_once_and_weights_are_pushed(two_rounds):
     assert rows[-1]["weights/version"] >= 2 and rows[-1]["engine/pushes"] == rows[-1]["weights/version"]
     versions = pd.read_parquet(out / "round_2" / "rollouts.parquet")["version"]
     assert versions.min() >= rows[0]["weights/version"]  # round 2 sampled with pushed weights
+    assert_trained(out)  # and those weights moved: non-zero advantages and gradients
 
 
 def test_tensorboard_has_every_namespace_hparams_and_samples(two_rounds):
@@ -92,4 +93,5 @@ def test_restart_mode_rebuilds_engines_per_phase_and_still_trains(tmp_path):
     rows = [json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]
     assert [r["engine/creations"] for r in rows] == [2, 4]
     assert rows[-1]["weights/version"] >= 2 and rows[-1]["engine/failed_pushes"] == 0
+    assert_trained(tmp_path)
     assert "final pass@1" in proc.stdout  # the final evaluation got its own engine too

@@ -193,7 +193,7 @@ def test_config_file_mirrors_pipeline_config():
     mapping = yaml.safe_load(CONFIG.read_text())
     assert list(mapping) == [f.name for f in fields(PipelineConfig)]
     # the file's values are the dataclass defaults, except what follows the model group
-    resolved, defaults = _pipeline_config(compose_config([])), PipelineConfig()
+    resolved, defaults = _pipeline_config(compose_config(["model=tiny"])), PipelineConfig()
     differing = {f.name for f in fields(PipelineConfig) if getattr(resolved, f.name) != getattr(defaults, f.name)}
     assert differing == {"seed_programs", "program_max_tokens", "input_max_tokens"}
     assert resolved.seed_programs == "canonical"  # auto + the embedded tiny model

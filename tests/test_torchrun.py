@@ -11,7 +11,7 @@ import sys
 import pandas as pd
 import pytest
 
-from e2e import FAST, REPO, env, final_weights
+from e2e import FAST, REPO, assert_trained, env
 
 pytestmark = pytest.mark.slow
 
@@ -33,4 +33,4 @@ def test_two_ranks_on_cpu(tmp_path):
         assert r["engine/creations"] == 1
         assert r["engine/ranks_agree"] == 1.0  # every engine answers the probe identically
     assert rows[-1]["weights/version"] >= 2 and rows[-1]["engine/failed_pushes"] == 0
-    assert final_weights(tmp_path)  # the checkpoint (written by rank 0) loads
+    assert_trained(tmp_path)  # the checkpoint (written by rank 0) loads, and its weights moved
