@@ -60,10 +60,12 @@ def assert_same_run(reference: Path, other: Path) -> None:
     ra, rb = metrics_rows(reference), metrics_rows(other)
     assert [r["round"] for r in rb] == [1, 2, 3, 4]
     assert [_comparable(r) for r in ra] == [_comparable(r) for r in rb]
-    # every timeout is counted, the same ones in both; none from the wall clock (load-dependent)
-    timeouts = lambda rows: [(r["executor/timeout_cpu"], r["executor/timeout_wall"]) for r in rows]  # noqa: E731
+    # every timeout is counted, the same ones in both; none decided by the wall clock (load-
+    # dependent): the worker's backstop, or the parent's hard deadline (a worker restart)
+    timeouts = lambda rows: [(r["executor/timeout_cpu"], r["executor/timeout_wall"], r["executor/worker_restarts"])
+                             for r in rows]  # fmt: skip  # noqa: E731
     assert timeouts(ra) == timeouts(rb)
-    assert all(wall == 0 for _, wall in timeouts(ra) + timeouts(rb))
+    assert all(wall == restarts == 0 for _, wall, restarts in timeouts(ra) + timeouts(rb))
 
 
 @pytest.fixture(scope="module")
