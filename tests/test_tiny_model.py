@@ -2,12 +2,16 @@
 
 import torch
 
-from unified.tiny_model import build_tiny_model, default_model_dir, weights_digest
+from unified.tiny_model import ARCH, SEED, _build_tokenizer, build_tiny_model, default_model_dir, save_random_qwen2, weights_digest
 
 
 def test_build_is_deterministic(tmp_path):
-    a, b = build_tiny_model(tmp_path / "a"), build_tiny_model(tmp_path / "b")
+    # 3 warm-up steps keep it cheap; they must move the weights, or the comparison would
+    # only cover the seeded random init and not the warm-up
+    a, b = build_tiny_model(tmp_path / "a", pretrain_steps=3), build_tiny_model(tmp_path / "b", pretrain_steps=3)
     assert weights_digest(a) == weights_digest(b)
+    untrained = save_random_qwen2(tmp_path / "c", _build_tokenizer(), ARCH, SEED)
+    assert weights_digest(untrained) != weights_digest(a), "the warm-up did not change the weights"
     assert (a / "tokenizer.json").read_text() == (b / "tokenizer.json").read_text()
     size = sum(f.stat().st_size for f in a.iterdir())
     assert size < 20 * 2**20
