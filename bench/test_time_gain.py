@@ -89,7 +89,7 @@ def collect(args, ids: list[str], runs: dict[str, Path], seconds: dict, override
         curves[name], outcomes[name], lasts[name] = curve(folder, args.rounds)
     fit_file = runs["train"] / "eval_fit_summary.json"
     fit = json.loads(fit_file.read_text()) if fit_file.exists() else {"status": "not fitted", "reason": "no run yet"}
-    after, control_after = curves["train"][-1], curves["control"][-1]
+    after, control_after = _last(curves["train"]), _last(curves["control"])
     per_problem = {
         i: {"before": outcomes["train"]["before"].get(i), "after": outcomes["train"]["after"].get(i),
             "control_after": outcomes["control"]["after"].get(i)}
@@ -102,7 +102,7 @@ def collect(args, ids: list[str], runs: dict[str, Path], seconds: dict, override
         "pass_at_1_after": after,
         "control_pass_at_1_after": control_after,
         "gain": None if after is None or control_after is None else after - control_after,
-        "complete": after is not None and control_after is not None,
+        "complete": curves["train"][-1] is not None and curves["control"][-1] is not None,
         "curves": {"train": curves["train"], "control": curves["control"], "x": ["before"] + [f"after round {r}" for r in range(1, args.rounds + 1)]},
         "per_problem": per_problem,
         "seconds": seconds,
@@ -110,12 +110,18 @@ def collect(args, ids: list[str], runs: dict[str, Path], seconds: dict, override
         "train_metrics_per_round": _per_round(runs["train"]),
         "fit": fit,
         "settings": {
-            "model": args.model, "split": args.split, "split_seed": SPLIT_SEED, "tune_ids": split_ids("tune"),
+            "model": args.model, "split": args.split, "offset": args.offset, "split_seed": SPLIT_SEED, "tune_ids": split_ids("tune"),
             "overrides": overrides, "command": " ".join(sys.argv), "parallel": args.parallel,
             "date": datetime.date.today().isoformat(), "machine": f"{platform.machine()}, {os.cpu_count()} cores, {platform.python_version()}",
             "runs": {n: str(p) for n, p in runs.items()},
         },
     }  # fmt: skip
+
+
+def _last(points: list) -> float | None:
+    """pass@1 after the last round, or (a run still going or cut off) the latest measured point."""
+    measured = [p for p in points if p is not None]
+    return measured[-1] if measured else None
 
 
 def _per_round(run: Path) -> list[dict]:
@@ -172,6 +178,7 @@ def main() -> int:
     parser.add_argument("--problems", type=int, default=40)
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--split", choices=("tune", "report"), default="report")
+    parser.add_argument("--offset", type=int, default=0, help="skip the split's first problems (already used)")
     parser.add_argument("--parallel", action="store_true", help="run train and control at once (one thread each)")
     parser.add_argument("--collect", action="store_true", help="only rebuild the JSON and plot from the run folders")
     parser.add_argument("--runs-dir", default=str(REPO / "logs" / "bench" / "test_time_gain"))
@@ -180,8 +187,8 @@ def main() -> int:
     bad = [o for o in overrides if "=" not in o]
     if bad:
         parser.error(f"unknown argument(s) {bad}: extra arguments must be Hydra overrides key=value")
-    ids = split_ids(args.split)[: args.problems]
-    base = Path(args.runs_dir) / f"{args.split}-{args.problems}x{args.rounds}"
+    ids = split_ids(args.split)[args.offset : args.offset + args.problems]
+    base = Path(args.runs_dir) / f"{args.split}-{args.offset}+{args.problems}x{args.rounds}"
     runs = {"train": base / "train", "control": base / "control"}
     seconds_file = base / "seconds.json"
     seconds = json.loads(seconds_file.read_text()) if seconds_file.exists() else {}

@@ -33,7 +33,7 @@ def test_round_through_the_tiny_vllm_engine(tmp_path):
     engine = _engine()
     from unified.pipeline.generation import SamplingConfig
 
-    cfg = PipelineConfig(
+    cfg = PipelineConfig(max_tasks=None, keep_passing_visible=True, balance_types=True, 
         seed_programs="canonical", num_programs=2, program_max_tokens=48, num_proposed_inputs=2, input_max_tokens=48
     )
     with build_executor(ExecutorConfig(workers=2, timeout_s=2.0)) as executor:

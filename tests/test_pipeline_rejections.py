@@ -48,7 +48,7 @@ def _respond(text, sampling):
 
 @pytest.fixture(scope="module")
 def data():
-    cfg = PipelineConfig(
+    cfg = PipelineConfig(max_tasks=None, keep_passing_visible=True, 
         num_programs=len(F_PROGRAMS), num_proposed_inputs=5, evaluate_baseline=False, max_output_chars=1000,
         max_tasks_per_type_per_problem=2, balance_types=True,
     )

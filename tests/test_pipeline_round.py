@@ -63,7 +63,7 @@ def _wrong_answer(task, data):
 
 def test_gold_earns_one_and_wrong_earns_zero_over_a_whole_round(executor):
     problems = _problems("mbpp", FIVE, executor)
-    cfg = PipelineConfig(seed_programs="canonical", max_tasks_per_type_per_problem=None, balance_types=False)
+    cfg = PipelineConfig(max_tasks=None, keep_passing_visible=True, num_proposed_inputs=4, seed_programs="canonical", max_tasks_per_type_per_problem=None, balance_types=False)
     data = run_phases_1_to_4(problems, script(), executor, cfg, round_index=1, seed=0)
     kinds = {t.kind for t in data.tasks}
     assert kinds == set(TASK_KINDS) and len(data.tasks) >= 30
@@ -75,7 +75,7 @@ def test_gold_earns_one_and_wrong_earns_zero_over_a_whole_round(executor):
 
 def test_default_config_round_is_capped_and_balanced(executor):
     problems = _problems("mbpp", FIVE, executor)
-    cfg = PipelineConfig(seed_programs="canonical")
+    cfg = PipelineConfig(max_tasks=None, keep_passing_visible=True, balance_types=True, num_proposed_inputs=4, seed_programs="canonical")
     data = run_phases_1_to_4(problems, script(), executor, cfg, round_index=1, seed=0)
     kept = data.kept_per_kind()
     assert len(set(kept.values())) == 1 and kept["deduction"] > 0  # balanced
@@ -114,7 +114,7 @@ def test_scripted_programs_and_tuple_inputs_exactly(executor):
             "max_difference": "max_difference([[1, 5], [2, 2]])",
         },
     )
-    cfg = PipelineConfig(num_programs=4, max_tasks_per_type_per_problem=None, balance_types=False, evaluate_baseline=False)
+    cfg = PipelineConfig(max_tasks=None, keep_passing_visible=True, num_proposed_inputs=4, num_programs=4, max_tasks_per_type_per_problem=None, balance_types=False, evaluate_baseline=False)
     data = run_phases_1_to_4(problems, gen, executor, cfg, round_index=3, seed=0)
 
     assert [p.program_id for p in data.programs] == ["Mbpp/2#p0", "Mbpp/63#p0"]
@@ -147,7 +147,7 @@ def test_humaneval_round_and_pass_at_1(executor):
     # the greedy answer for HumanEval/0 leaves out the prompt's `from typing import List`
     answer = f"```python\ndef has_close_elements(numbers: List[float], threshold: float) -> bool:\n{body}```"
     gen = script(greedy={"has_close_elements": answer, "separate_paren_groups": "```python\ndef separate_paren_groups(s):\n    return []\n```"})
-    cfg = PipelineConfig(seed_programs="canonical", num_programs=2, max_tasks_per_type_per_problem=None, balance_types=False)
+    cfg = PipelineConfig(max_tasks=None, keep_passing_visible=True, num_proposed_inputs=4, seed_programs="canonical", num_programs=2, max_tasks_per_type_per_problem=None, balance_types=False)
     data = run_phases_1_to_4(problems, gen, executor, cfg, round_index=1, seed=0)
     assert data.pass_at_1 == {"HumanEval/0": 1.0, "HumanEval/1": 0.0}
     greedy_calls = [s for _, s in gen.calls if s.temperature == 0]
@@ -160,7 +160,7 @@ def test_humaneval_round_and_pass_at_1(executor):
 def test_mbpp_pass_at_1_on_hidden_tests(executor):
     problems = _problems("mbpp", ["Mbpp/2", "Mbpp/63"], executor, hidden=20)
     gen = script(greedy={"similar_elements": f"```python\n{SIMILAR}```", "max_difference": "```python\ndef max_difference(t):\n    return 0\n```"})
-    cfg = PipelineConfig(num_programs=0, num_proposed_inputs=0)
+    cfg = PipelineConfig(max_tasks=None, keep_passing_visible=True, balance_types=True, num_programs=0, num_proposed_inputs=0)
     data = run_phases_1_to_4(problems, gen, executor, cfg, round_index=1)
     assert data.pass_at_1 == {"Mbpp/2": 1.0, "Mbpp/63": 0.0}
     assert data.tasks == () and data.programs == ()
@@ -175,7 +175,7 @@ def test_hidden_tests_never_reach_tasks_prompts_or_rewards(executor):
         greedy={"similar_elements": f"```python\n{SIMILAR}```"},
         inputs={"similar_elements": "similar_elements((1, 2), (2, 3))"},
     )
-    cfg = PipelineConfig(seed_programs="canonical", max_tasks_per_type_per_problem=None, balance_types=False)
+    cfg = PipelineConfig(max_tasks=None, keep_passing_visible=True, num_proposed_inputs=4, seed_programs="canonical", max_tasks_per_type_per_problem=None, balance_types=False)
     data = run_phases_1_to_4([sentinel], gen, executor, cfg, round_index=1)
     assert data.pass_at_1 == {"Mbpp/2": 1.0}  # evaluation did read the hidden case
     assert data.tasks

@@ -84,3 +84,37 @@ def test_pushes_keep_engine_logprobs_equal_to_the_policy_full_and_lora():
     for r in results:
         assert r["before_1.0"] > 1e-2, r  # the change is visible before the push
         assert r["after_1.0"] <= 1e-3 and r["after_0.7"] <= 1e-3, r
+
+
+SMOLLM2_ROUND = [
+    "model=smollm2", "--problems", "2", "benchmark.problem_ids=[Mbpp/2,Mbpp/17]", "pipeline.num_programs=4",
+    "model.max_new_tokens=96", "pipeline.max_tasks=4", "rollout.n=4", "algorithm.micro_batch_size=4",
+    "algorithm.accum_steps=1", "algorithm.update_steps=1", "trainer.log_samples=1",
+]  # fmt: skip
+
+
+def test_one_real_round_trains_on_tasks_from_the_models_own_programs(tmp_path):
+    """Programs come from SmolLM2 (no canonical seeds), tasks from them, some group's rewards
+    differ, the gradient is non-zero and the weights the checkpoint holds have moved."""
+    import pandas as pd
+    from safetensors.torch import load_file
+
+    import e2e
+
+    out = tmp_path / "run"
+    cmd = [sys.executable, str(REPO / "train_unified.py"), f"--output-dir={out}", "--rounds", "1", *SMOLLM2_ROUND]
+    proc = subprocess.run(cmd, cwd=REPO, env=e2e.env(), capture_output=True, text=True, timeout=1500)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
+    programs = pd.read_parquet(out / "round_1" / "programs.parquet")
+    assert len(programs) > 0 and set(programs["source"]) == {"model"}
+    tasks = pd.read_parquet(out / "round_1" / "tasks.parquet")
+    kept = tasks[tasks["kept"]]
+    assert len(kept) > 0 and set(kept["program_id"]) <= set(programs["program_id"])
+    rows = e2e.rollouts(out)
+    spread = rows.groupby(["task_id", "version"])["reward"].agg(lambda r: r.max() - r.min())
+    assert (spread > 0).any(), "every group has equal rewards: all advantages are zero"
+    (m,) = e2e.metrics_rows(out)
+    assert m["train/steps"] > 0 and m["train/grad_norm"] > 0 and m["weights/version"] > 0
+    start = load_file(str(smollm2.model_dir() / "model.safetensors"))
+    end = e2e.final_weights(out)
+    assert start.keys() == end.keys() and any(not start[k].equal(end[k]) for k in start)

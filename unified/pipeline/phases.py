@@ -30,19 +30,19 @@ class PipelineConfig:
     num_programs: int = 4  # K candidate programs sampled per problem
     program_temperature: float = 0.8
     program_max_tokens: int = 256
-    num_proposed_inputs: int = 4  # new inputs asked of the model per problem
+    num_proposed_inputs: int = 2  # new inputs asked of the model per problem
     input_temperature: float = 0.8
     input_max_tokens: int = 192
     evaluate_baseline: bool = True  # greedy pass@1 on the hidden tests each round
-    keep_passing_visible: bool = True  # drop programs that fail a visible example (else: no induction from them)
+    keep_passing_visible: bool = False  # drop programs that fail a visible example (else: no induction from them)
     induction_needs_visible: bool = True  # induction only from programs that pass the visible examples
     seed_programs: str = "none"  # "canonical": add each canonical solution as a program
     task_types: tuple[str, ...] = TASK_KINDS
     max_tasks_per_type_per_problem: int | None = 4
-    balance_types: bool = True
+    max_tasks: int | None = 8  # per round (per rank): a seeded, kind-balanced sample of the kept tasks
+    balance_types: bool = False
     induction_shown: int = 3  # at most this many pairs shown in an induction prompt; >= 1 held out
     induction_reward: str = "all"  # "all" | "fraction" of held-out pairs
-    max_tasks: int | None = None  # per round (per rank): a seeded, kind-balanced sample of the kept tasks
     format_penalty: float = -0.5  # reward of an unreadable answer
     max_output_chars: int = 1000  # longer output literals are rejected
 
