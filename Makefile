@@ -19,8 +19,9 @@ $(STAMP): pyproject.toml requirements/cpu.lock
 	$(PY) -c "import vllm, verl.trainer.ppo.core_algos, transformers, unified; print('environment ok')"
 	@touch $@
 
+# each demo gets its own folder (a folder holding a run is never overwritten: see README)
 demo: install
-	$(PY) train_unified.py --benchmark mbpp --problems 4 --rounds 2
+	$(PY) train_unified.py --benchmark mbpp --problems 4 --rounds 2 --output-dir logs/demo-$$(date +%Y%m%d-%H%M%S)
 
 test: install
 	$(PY) -m pytest tests $(PYTEST_ARGS)

@@ -123,7 +123,7 @@ def phase_5(c: Components, r: int, tasks) -> tuple[Phase5Result, list[dict]]:
     rows = [row for part in M.gather(list(result.rollouts)) for row in part]
     if c.dist.is_main:
         write_rows(c.out_dir / f"round_{r}", "rollouts", rows)
-    log.info("round %d: phase 5 on %d rollouts, %d optimizer steps", r, len(rows), result.train.get("steps", 0))
+    log.info("round %d: phase 5 on %d rollouts, %d optimizer step(s)", r, len(rows), result.train.get("steps", 0))
     return result, rows
 
 
@@ -167,7 +167,7 @@ def _report(c: Components, runlog: RunLog, r: int, m: dict, data, rows: list[dic
             runlog.text(r, f"samples/{row['kind']}", f"**task** `{row['task_id']}`  reward {row['reward']}\n\n```\n{row['completion']}\n```")
         for task in data.tasks[: c.cfg.trainer.log_samples]:
             runlog.text(r, f"tasks/{task.kind}", f"```\n{task.prompt}\n```\n\n**gold**: `{task.gold}`")
-    log.info(M.summary_line(r, c.cfg.trainer.rounds, m))
+    log.info(M.summary_line(r, c.cfg.trainer.rounds, m, algorithm=c.cfg.algorithm.adv_estimator))
 
 
 def _announce(c: Components, runlog: RunLog) -> None:
@@ -208,7 +208,8 @@ def final_evaluation(c: Components, runlog: RunLog) -> None:
         parts = M.gather(evaluate(c.problems, engine, c.executor, c.pipeline.program_max_tokens, seed=c.cfg.seed))
     per_problem = {k: v for p in parts for k, v in p.per_problem.items()}
     scored = [v for v in per_problem.values() if v is not None]
-    result = EvalResult(sum(scored) / len(scored) if scored else 0.0, per_problem, [s for p in parts for s in p.samples])
+    result = EvalResult(sum(scored) / len(scored) if scored else 0.0, per_problem, [s for p in parts for s in p.samples],
+                        parts[0].budget)  # fmt: skip
     parts = M.gather(c.ledger.metrics())
     compute = {k: sum(p[k] for p in parts) for k in parts[0]}
     c.eval_history.append((compute["compute/total_s"], result.pass_at_1))
