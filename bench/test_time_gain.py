@@ -57,38 +57,57 @@ def run_command(out: Path, ids: list[str], rounds: int, model: str, overrides: l
     ]  # fmt: skip
 
 
-def curve(run: Path, rounds: int) -> tuple[list[float | None], dict, dict]:
-    """pass@1 before round 1 .. after round R (None where not measured yet), per-problem
-    outcomes before and after, and the last metrics line."""
+def curve(run: Path, rounds: int) -> tuple[list[float | None], dict, dict, list[float | None]]:
+    """Greedy pass@1 before round 1 .. after round R (None where not measured yet), read from
+    each round's problems.parquet (phase 1) and the final evaluation; per-problem outcomes
+    before and after; the last metrics line; cumulative compute at each point."""
     import pandas as pd
 
     points: list[float | None] = [None] * (rounds + 1)
+    compute: list[float | None] = [None] * (rounds + 1)
     before, after, last = {}, {}, {}
     metrics = run / "metrics.jsonl"
+    by_round = {}
     if metrics.exists():
         for line in metrics.read_text().splitlines():
             m = json.loads(line)
-            last = m
-            if "eval/pass@1" in m and 1 <= m["round"] <= rounds:
-                points[m["round"] - 1] = m["eval/pass@1"]
-    first = run / "round_1" / "problems.parquet"
-    if first.exists():
-        frame = pd.read_parquet(first)
-        before = dict(zip(frame.task_id, frame.pass_at_1))
+            by_round[m["round"]] = last = m
+    for r in range(1, rounds + 1):
+        table = run / f"round_{r}" / "problems.parquet"
+        if table.exists():
+            frame = pd.read_parquet(table)
+            measured = [float(v) for v in frame.pass_at_1 if v is not None and v == v]
+            points[r - 1] = sum(measured) / len(measured) if measured else None
+            if r == 1:
+                before = dict(zip(frame.task_id, frame.pass_at_1))
+        # compute spent up to this evaluation: everything before the round, plus its evaluation
+        prev = by_round.get(r - 1, {})
+        here = by_round.get(r, {})
+        if here:
+            spent_before = prev.get("compute/total_s", 0.0)
+            evaluation = here.get("compute/evaluation_s", 0.0) - prev.get("compute/evaluation_s", 0.0)
+            compute[r - 1] = spent_before + evaluation
     final = run / "eval" / "eval_results.json"
     if final.exists():
         result = json.loads(final.read_text())
         points[rounds] = result.get("pass_at_1")
         after = result.get("per_problem", {})
-    return points, {"before": before, "after": after}, last
+        fit_file = run / "eval_fit_summary.json"
+        if fit_file.exists() and json.loads(fit_file.read_text()).get("points"):
+            compute[rounds] = json.loads(fit_file.read_text())["points"][-1]["compute"]
+    return points, {"before": before, "after": after}, last, compute
 
 
 def collect(args, ids: list[str], runs: dict[str, Path], seconds: dict, overrides: list[str]) -> dict:
-    curves, outcomes, lasts = {}, {}, {}
+    from unified.scaling_fit import fit_scalerl
+
+    curves, outcomes, lasts, computes = {}, {}, {}, {}
     for name, folder in runs.items():
-        curves[name], outcomes[name], lasts[name] = curve(folder, args.rounds)
-    fit_file = runs["train"] / "eval_fit_summary.json"
-    fit = json.loads(fit_file.read_text()) if fit_file.exists() else {"status": "not fitted", "reason": "no run yet"}
+        curves[name], outcomes[name], lasts[name], computes[name] = curve(folder, args.rounds)
+    pairs = [(c, p) for c, p in zip(computes["train"], curves["train"]) if c is not None and p is not None]
+    fit = fit_scalerl([c for c, _ in pairs], [p for _, p in pairs])  # greedy pass@1 against compute
+    fit["points"] = [{"compute": c, "pass_at_1": p} for c, p in pairs]
+    fit["status"] = "fitted" if fit.get("fitted") else "not fitted"
     after, control_after = _last(curves["train"]), _last(curves["control"])
     per_problem = {
         i: {"before": outcomes["train"]["before"].get(i), "after": outcomes["train"]["after"].get(i),

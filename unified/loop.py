@@ -135,8 +135,13 @@ def _pass_at_k(c: Components, data) -> dict:
     from unified.pass_at_k import round_pass_at_k
 
     parts = M.gather(round_pass_at_k(data, c.executor, c.pipeline.num_programs, ks))
-    return {f"eval/pass@{k}": sum(v for p in parts for v in p.get(k, [])) / max(1, sum(len(p.get(k, [])) for p in parts))
+    return {_pass_at_k_key(k): sum(v for p in parts for v in p.get(k, [])) / max(1, sum(len(p.get(k, [])) for p in parts))
             for k in ks if any(k in p for p in parts)}  # fmt: skip
+
+
+def _pass_at_k_key(k: int) -> str:
+    """`eval/pass@k`; k=1 from samples is not the greedy `eval/pass@1`, so it has its own name."""
+    return "eval/pass@1_sampled" if k == 1 else f"eval/pass@{k}"
 
 
 def _compute_and_fit(c: Components, m: dict, r: int) -> dict:
