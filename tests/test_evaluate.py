@@ -138,7 +138,9 @@ def test_cli_writes_samples_and_results(tmp_path):
     assert results["scored"] == 2 and results["backend"] == "hf" and results["complete"] is True
     assert results["budget"]["max_tokens"] == 16 and results["max_tokens_from"] == "--max-tokens"
     assert results["budget"]["temperature"] == 0.0 and "program_prompt" in results["budget"]["prompt"]
-    assert results["model"].endswith("tiny-qwen2-v1")
+    from unified.tiny_model import BUILD_VERSION
+
+    assert results["model"].endswith(f"tiny-qwen2-{BUILD_VERSION}")
 
 
 def test_humaneval_canonical_solutions_score_one(executor):
