@@ -57,7 +57,8 @@ def test_answer_text_takes_the_last_block_and_strips_fences():
     assert answer_text("<answer>\n```python\ndef f():\n    return 1\n```\n</answer>") == "def f():\n    return 1"
     assert answer_text("```python\n(1, 2)\n```") == "(1, 2)"  # no tags: the last fence
     assert answer_text("just prose") is None
-    assert answer_text("<answer>unterminated") is None
+    assert answer_text("<answer>unterminated") == "unterminated"  # a forgotten </answer> runs to the end
+    assert answer_text("<answer>   ") is None
     # a closing tag inside the answer's own string literal survives
     assert answer_text("<answer>'</answer>'</answer>") == "'</answer>'"
 
