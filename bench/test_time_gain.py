@@ -93,8 +93,9 @@ def curve(run: Path, rounds: int) -> tuple[list[float | None], dict, dict, list[
         points[rounds] = result.get("pass_at_1")
         after = result.get("per_problem", {})
         fit_file = run / "eval_fit_summary.json"
-        if fit_file.exists() and json.loads(fit_file.read_text()).get("points"):
-            compute[rounds] = json.loads(fit_file.read_text())["points"][-1]["compute"]
+        saved = json.loads(fit_file.read_text()) if fit_file.exists() else {}
+        if isinstance(saved.get("points"), list) and saved["points"]:
+            compute[rounds] = saved["points"][-1]["compute"]
     return points, {"before": before, "after": after}, last, compute
 
 

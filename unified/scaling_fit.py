@@ -53,7 +53,7 @@ def fit_scalerl(compute: Sequence[float], pass_at_1: Sequence[float]) -> dict:
         return {"fitted": False, "reason": f"curve_fit did not converge ({exc})"}
     loss = float(np.mean((scalerl_curve(c, *params) - r) ** 2))
     r0, a, c_mid, b = (float(x) for x in params)
-    return {"fitted": True, "r0": r0, "a": a, "c_mid": c_mid, "b": b, "loss": loss, "points": len(points)}
+    return {"fitted": True, "r0": r0, "a": a, "c_mid": c_mid, "b": b, "loss": loss, "n_points": len(points)}
 
 
 def fit_metrics(benchmark: str, fit: dict) -> dict[str, float]:
