@@ -24,7 +24,7 @@ def two_rounds(tmp_path_factory):
 
 def test_run_leaves_logs_parquet_tensorboard_and_a_final_checkpoint(two_rounds):
     out, proc = two_rounds
-    assert (out / "main.log").read_text().count("round 2/2 |") == 1
+    assert (out / "main.log").read_text().count("round 2/2 grpo |") == 1  # the round line names the algorithm
     for r in (1, 2):
         folder = out / f"round_{r}"
         assert (folder / "phase_1_4.log").stat().st_size > 0 and (folder / "phase_5.log").stat().st_size > 0
