@@ -156,7 +156,7 @@ def test_sigterm_checkpoints_and_exits_cleanly(tmp_path):
     try:
         deadline = time.time() + 400
         log = tmp_path / "main.log"
-        while not (log.exists() and "round 1/50 |" in log.read_text()):
+        while not (log.exists() and "round 1/50 grpo |" in log.read_text()):
             assert proc.poll() is None, "the run ended early"
             assert time.time() < deadline, "round 1 never finished"
             time.sleep(0.2)
