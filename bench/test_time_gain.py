@@ -90,12 +90,14 @@ def curve(run: Path, rounds: int) -> tuple[list[float | None], dict, dict, list[
     final = run / "eval" / "eval_results.json"
     if final.exists():
         result = json.loads(final.read_text())
-        points[rounds] = result.get("pass_at_1")
+        points[rounds] = result.get("pass@1", result.get("pass_at_1"))
         after = result.get("per_problem", {})
         fit_file = run / "eval_fit_summary.json"
         saved = json.loads(fit_file.read_text()) if fit_file.exists() else {}
         if isinstance(saved.get("points"), list) and saved["points"]:
             compute[rounds] = saved["points"][-1]["compute"]
+        elif rounds in by_round:  # compute through the last round (the final evaluation's own cost left out)
+            compute[rounds] = by_round[rounds].get("compute/total_s")
     return points, {"before": before, "after": after}, last, compute
 
 
