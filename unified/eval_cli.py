@@ -117,7 +117,9 @@ def score_file(args, problems: list) -> int:
     chosen = [by_id[t] for t in samples]
     digest = hashlib.sha256(Path(args.samples).read_bytes()).hexdigest()[:10]
     out = Path(args.output or Path("logs") / "eval" / f"{args.benchmark}-samples-{digest}")
-    previous = _read_json(out / RESULTS)
+    from unified.eval_run import read_json
+
+    previous = read_json(out / RESULTS)
     _check_output(out, resume=previous.get("samples_sha256") == digest and not (out / SAMPLES).exists())  # same file: rescore
     t0 = time.perf_counter()
     with build_executor(ExecutorConfig(workers=args.workers)) as executor:
@@ -172,14 +174,6 @@ def _key(model_dir: str, args, max_tokens: int) -> str:
                      if f.suffix in (".safetensors", ".bin", ".gguf", ".pt"))  # fmt: skip
     ident = [str(folder), weights, args.benchmark, args.source, max_tokens, args.max_model_len, args.seed]
     return hashlib.sha256(json.dumps(ident, default=str).encode()).hexdigest()[:10]
-
-
-def _read_json(path: Path) -> dict:
-    try:
-        body = json.loads(path.read_text())
-    except (OSError, ValueError):
-        return {}
-    return body if isinstance(body, dict) else {}
 
 
 def _check_output(out: Path, resume: bool) -> None:

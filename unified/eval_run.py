@@ -132,7 +132,7 @@ class EvalRun:
         return min(wanted, limit)
 
     def _load_previous(self) -> None:
-        previous = _read_json(self.out / RESULTS)
+        previous = read_json(self.out / RESULTS)
         for key in MATCHING:
             if key in previous and previous[key] != self.settings[key]:
                 raise UserError(f"--resume: {self.out} holds results for {key} {previous[key]!r}, not {self.settings[key]!r}: "
@@ -164,7 +164,8 @@ class EvalRun:
         return result
 
 
-def _read_json(path: Path) -> dict:
+def read_json(path: Path) -> dict:
+    """A JSON object from `path`, or {} when it is missing, unreadable or not an object."""
     try:
         body = json.loads(path.read_text())
     except (OSError, ValueError):
