@@ -13,7 +13,6 @@ under torchrun on CPU (gloo) and on GPUs (NCCL; a gloo side group for small CPU 
 from __future__ import annotations
 
 import os
-import socket
 from dataclasses import dataclass
 
 import torch
@@ -42,10 +41,30 @@ def resolve_device(device: str = "auto") -> torch.device:
     return torch.device(device)
 
 
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+OWN_PORT = "UNIFIED_WORLD_OF_ONE_PORT"  # the MASTER_PORT a world of one set (inherited by child processes)
+
+
+def _launched() -> bool:
+    """True when a launcher (or the user) set the rendezvous, not a world of one: this
+    process's earlier one, or a parent's whose port is still held by the parent."""
+    port = os.environ.get("MASTER_PORT")
+    if port is not None and port == os.environ.get(OWN_PORT):
+        return False
+    return "WORLD_SIZE" in os.environ or port is not None
+
+
+def _world_of_one(backend: str) -> None:
+    """A single-process group whose store holds its port from the start.
+
+    Probing for a free port and binding it later races with every other process on the
+    machine (a CI run failed with EADDRINUSE that way); a store bound to port 0 cannot.
+    MASTER_PORT is then set to the store's port for code that reads it.
+    """
+    store = dist.TCPStore("127.0.0.1", 0, 1, True, wait_for_workers=False)
+    port = str(store.port)
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=port, RANK="0", WORLD_SIZE="1", LOCAL_RANK="0")
+    os.environ[OWN_PORT] = port
+    dist.init_process_group(backend=backend, store=store, rank=0, world_size=1)
 
 
 def init_distributed(device: str = "auto") -> DistInfo:
@@ -56,11 +75,14 @@ def init_distributed(device: str = "auto") -> DistInfo:
         torch.cuda.set_device(local_rank)
         dev = torch.device("cuda", local_rank)
     if not dist.is_initialized():
-        if "WORLD_SIZE" not in os.environ:  # plain `python ...`: a world of one
+        backend = "nccl" if dev.type == "cuda" else "gloo"
+        if _launched():
             os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
-            os.environ.setdefault("MASTER_PORT", str(_free_port()))
-            os.environ.update(RANK="0", WORLD_SIZE="1", LOCAL_RANK="0")
-        dist.init_process_group(backend="nccl" if dev.type == "cuda" else "gloo")
+            os.environ.setdefault("RANK", "0")
+            os.environ.setdefault("WORLD_SIZE", "1")
+            dist.init_process_group(backend=backend)
+        else:  # plain `python ...`: a world of one
+            _world_of_one(backend)
     return DistInfo(dist.get_rank(), dist.get_world_size(), local_rank, dev)
 
 
