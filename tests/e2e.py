@@ -91,6 +91,8 @@ def assert_trained(out_dir: Path) -> None:
     assert start.keys() == end.keys()
     moved = [k for k in start if not start[k].equal(end[k])]
     assert moved, "the final weights equal the initial ones: no optimizer step changed anything"
+    last = metrics_rows(out_dir)[-1]  # the compute ledger saw the learner (the test-time gain bench reads it)
+    assert last.get("compute/update_s", 0) > 0 and last.get("compute/update_tokens", 0) > 0, last
 
 
 def parquet_tables(out_dir: Path) -> dict[str, pd.DataFrame]:

@@ -9,7 +9,7 @@ from unified.pipeline.executor import ExecutorConfig, build_executor
 from unified.pipeline.parquet_io import write_round
 from unified.pipeline.phases import PipelineConfig, run_phases_1_to_4, score_rollouts
 from unified.pipeline.validate import REASONS
-from unified.types import TASK_KINDS
+from unified.kinds import TASK_KINDS
 
 
 def _engine():

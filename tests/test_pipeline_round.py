@@ -11,7 +11,8 @@ from unified.pipeline.executor import ExecutorConfig, build_executor
 from unified.pipeline.generation import ScriptedGenerator
 from unified.pipeline.phases import PipelineConfig, pipeline_config_from, run_phases_1_to_4, score_rollouts
 from unified.pipeline.values import to_literal, values_equal
-from unified.types import TASK_KINDS, TestCase
+from unified.kinds import TASK_KINDS
+from unified.types import TestCase
 
 CONFIG = Path(__file__).resolve().parent.parent / "configs" / "pipeline" / "default.yaml"
 FIVE = ["Mbpp/2", "Mbpp/3", "Mbpp/4", "Mbpp/63", "Mbpp/8"]

@@ -119,7 +119,7 @@ def phase_5(c: Components, r: int, tasks) -> tuple[Phase5Result, list[dict]]:
         with _bar(f"round {r} phase 5", None, c) as bar, phase_engine(c) as engine:
             result = run_phase_5(tasks, engine, c.executor, c.aggregator, c.update, c.pipeline, sampling,
                                  round_index=r, pad_token_id=c.tokenizer.pad_token_id, on_chunk=bar.update,
-                                 update_weights=c.cfg.trainer.get("update_weights", True))  # fmt: skip
+                                 update_weights=c.cfg.trainer.get("update_weights", True), ledger=c.ledger)  # fmt: skip
     rows = [row for part in M.gather(list(result.rollouts)) for row in part]
     if c.dist.is_main:
         write_rows(c.out_dir / f"round_{r}", "rollouts", rows)

@@ -25,7 +25,7 @@ from typing import Sequence
 import torch.distributed as dist
 
 from unified.trainer.engine import engine_creations
-from unified.types import TASK_KINDS
+from unified import kinds
 
 LOSS_KEYS = {"pg_loss": "losses/pg_loss", "kl": "losses/kl", "entropy": "losses/entropy", "loss": "losses/total",
              "ppo_kl": "losses/ppo_kl"}  # fmt: skip
@@ -52,15 +52,10 @@ def merge_rounds(parts: Sequence):
     return replace(first, pass_at_1=pass_at_1, timings=timings, **joined)
 
 
-def mean(values) -> float | None:
-    values = [v for v in values if v is not None and math.isfinite(v)]
-    return sum(values) / len(values) if values else None
-
-
 def pipeline_metrics(data) -> dict:
     out = {f"time/{name}": s for name, s in data.timings.items()}
     generated, kept = data.generated_per_kind(), data.kept_per_kind()
-    for kind in TASK_KINDS:
+    for kind in kinds.KINDS:
         out[f"tasks/generated_{kind}"] = generated[kind]
         out[f"tasks/kept_{kind}"] = kept[kind]
     out["tasks/kept"] = len(data.tasks)
@@ -77,7 +72,7 @@ def pipeline_metrics(data) -> dict:
 
 def rollout_metrics(rows: Sequence[dict]) -> dict:
     out = {}
-    for kind in TASK_KINDS:
+    for kind in kinds.KINDS:
         rewards = [r["reward"] for r in rows if r["kind"] == kind]
         if rewards:
             out[f"reward/{kind}"] = sum(rewards) / len(rewards)
@@ -150,11 +145,12 @@ def summary_line(round_index: int, rounds: int, m: dict, algorithm: str | None =
         v = m.get(key)
         return "-" if v is None else fmt.format(v)
 
-    kept = "/".join(str(m.get(f"tasks/kept_{k}", 0)) for k in TASK_KINDS)
+    kept = "/".join(str(m.get(f"tasks/kept_{k}", 0)) for k in kinds.KINDS)
+    letters = "/".join(k.LETTER for k in kinds.KINDS.values())
     pushes = int(m.get("train/steps") or 0)
     per_push = f"{m['time/push'] / pushes:.2f}s" if pushes and m.get("time/push") is not None else "-"
     return (
-        f"round {round_index}/{rounds}{' ' + algorithm if algorithm else ''} | tasks I/D/A {kept} | "
+        f"round {round_index}/{rounds}{' ' + algorithm if algorithm else ''} | tasks {letters} {kept} | "
         f"reward {f('reward/mean')} | pass@1 {f('eval/pass@1')} | loss {f('losses/total', '{:.4f}')} | "
         f"v{m.get('weights/version')} | pushes {pushes} x {per_push} | engine creations {m.get('engine/creations')} | "
         f"{f('time/round', '{:.1f}')}s | rss {f('memory/rss_gib', '{:.2f}')} GiB"
@@ -162,8 +158,9 @@ def summary_line(round_index: int, rounds: int, m: dict, algorithm: str | None =
 
 
 def legend_line() -> str:
+    letters, names = "/".join(k.LETTER for k in kinds.KINDS.values()), "/".join(kinds.KINDS)
     return (
-        "each round prints: tasks I/D/A = induction/deduction/abduction tasks kept after validation | "
+        f"each round prints: tasks {letters} = {names} tasks kept after validation | "
         "reward = mean phase-5 rollout reward | pass@1 = greedy pass@1 on the hidden tests at the round's start | "
         "loss = training loss | vN = weight version (optimizer steps so far) | pushes K x S = weight pushes into the "
         "engine this round x seconds per push | engine creations (stays 1) | round seconds | rss = process memory"

@@ -3,7 +3,7 @@
     python -m unified.plots logs/<run>/metrics.jsonl [out.png]
 
 `plot_run(metrics_jsonl, out_png)` reads one JSON object per line (one per round):
-`round`, `reward/induction|deduction|abduction`, `eval/pass@1` (null when not evaluated
+`round`, `reward/<kind>` for each task kind, `eval/pass@1` (null when not evaluated
 that round), `time/phase_1_4`, `time/phase_5`, `time/push`, ... Missing keys, nulls,
 NaNs and unreadable lines are skipped; a series with no points is left out of its
 panel. Panels: reward per task type (distinct markers and dashes, so equal curves stay
@@ -19,15 +19,18 @@ import os
 import sys
 from pathlib import Path
 
-REWARD_KEYS = ("reward/induction", "reward/deduction", "reward/abduction")
-# Equal rewards (e.g. every answer at the format penalty) draw the three lines on top of
-# each other: big hollow, medium and small filled markers with different dashes keep all
-# three visible where they coincide.
-REWARD_STYLE = {
-    "reward/induction": dict(marker="o", markersize=9, markerfacecolor="none", linestyle="-", linewidth=2.5),
-    "reward/deduction": dict(marker="s", markersize=6, linestyle="--", linewidth=1.8),
-    "reward/abduction": dict(marker="^", markersize=4, linestyle=":", linewidth=1.2),
-}
+from unified.kinds import TASK_KINDS
+
+REWARD_KEYS = tuple(f"reward/{kind}" for kind in TASK_KINDS)
+# Equal rewards (e.g. every answer at the format penalty) draw the lines on top of each
+# other: big hollow, medium and small filled markers with different dashes keep them all
+# visible where they coincide (a fourth kind starts the styles over).
+_STYLES = (
+    dict(marker="o", markersize=9, markerfacecolor="none", linestyle="-", linewidth=2.5),
+    dict(marker="s", markersize=6, linestyle="--", linewidth=1.8),
+    dict(marker="^", markersize=4, linestyle=":", linewidth=1.2),
+)
+REWARD_STYLE = {key: _STYLES[i % len(_STYLES)] for i, key in enumerate(REWARD_KEYS)}
 PASS_KEY = "eval/pass@1"
 PHASE_KEYS = ("time/phase_1_4", "time/phase_5")
 PUSH_KEY = "time/push"

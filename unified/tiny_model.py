@@ -4,7 +4,7 @@ It exists so that `python train_unified.py` runs offline, on CPU, with no downlo
 built deterministically (fixed seed, fixed training text: the bundled MBPP+ prompts and
 solutions) into a cache folder on first use and saved in Hugging Face format, so the same
 directory loads in `transformers` and in vLLM. Its weights start random and get a short
-supervised warm-up on gold answers of deduction/abduction tasks (`tiny_pretrain`), so its
+supervised warm-up on gold answers of self-play tasks (`tiny_pretrain`), so its
 answers parse and are sometimes right: rewards differ within a rollout group and every
 test that trains moves the weights. It is a plumbing model, not a baseline.
 

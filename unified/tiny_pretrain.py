@@ -2,9 +2,9 @@
 
 A random 1.3 M-parameter model writes noise: every answer earns the format penalty, every
 GRPO group has zero advantage, and a test that trains would move no weight. So at build
-time the tiny model is fine-tuned for a few hundred steps on gold answers of deduction
-and abduction tasks built exactly as phase 3 builds them (`pipeline.tasks` prompts, chat
-template) from MBPP+'s canonical solutions and visible inputs, with the expected outputs
+time the tiny model is fine-tuned for a few hundred steps on gold answers of the tasks
+each kind builds from one (input, output) pair, exactly as phase 3 builds them (the kinds'
+own builders, chat template) from MBPP+'s canonical solutions and visible inputs, with the expected outputs
 computed in the sandbox. Afterwards it writes `<answer>...</answer>` most of the time and
 is right some of the time: within a rollout group rewards differ, so advantages, gradients
 and weight updates are real. It is still a plumbing model, not a baseline: it memorises
@@ -26,31 +26,32 @@ MAX_LEN = 256
 
 
 def corpus(problem_limit: int | None = None) -> list[tuple[str, str]]:
-    """(user prompt, gold answer) pairs: a deduction and an abduction task per visible case
-    of every MBPP+ problem whose canonical solution runs."""
+    """(user prompt, gold answer) pairs: the tasks every kind builds from ONE (input,
+    output) pair (a kind that needs several builds none), per visible case of
+    every MBPP+ problem whose canonical solution runs."""
+    from unified.kinds import KINDS, BuildOptions
     from unified.pipeline.benchmarks import load_problems
     from unified.pipeline.executor import ExecCall, Executor, ExecutorConfig
     from unified.pipeline.programs import canonical_programs
-    from unified.pipeline.tasks import abduction_prompt, call_text, deduction_prompt
     from unified.pipeline.values import to_literal
+    from unified.types import IOTriple
 
     problems = load_problems("mbpp", None, problem_limit, [])
     programs = {p.problem_id: p for p in canonical_programs(problems)}
-    cases = [(programs[p.task_id], c.args) for p in problems if p.task_id in programs for c in p.visible]
+    cases = [(p, programs[p.task_id], c.args) for p in problems if p.task_id in programs for c in p.visible]
     with Executor(ExecutorConfig(workers=2)) as executor:
-        results = executor.run_batch([ExecCall(prog.code, prog.entry_point, args) for prog, args in cases])
+        results = executor.run_batch([ExecCall(prog.code, prog.entry_point, args) for _, prog, args in cases])
     pairs = []
-    for (program, args), result in zip(cases, results):
-        if not result.ok:
-            continue
+    for (problem, program, args), result in zip(cases, results):
         try:
-            output = to_literal(result.value)
+            output = to_literal(result.value) if result.ok else None
         except Exception:  # noqa: BLE001 - a value with no literal form makes no task
             continue
-        if len(output) > 200:
+        if output is None or len(output) > 200:
             continue
-        pairs.append((deduction_prompt(program, args), f"<answer>{output}</answer>"))
-        pairs.append((abduction_prompt(program, result.value), f"<answer>{call_text(program.entry_point, args)}</answer>"))
+        triple = IOTriple(problem.task_id, program.program_id, args, result.value, "visible")
+        for kind in KINDS.values():
+            pairs += [(task.prompt, task.gold) for task in kind.build(problem, program, [triple], BuildOptions())[0]]
     return pairs
 
 

@@ -12,9 +12,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-TASK_KINDS = ("induction", "deduction", "abduction")
-
-
 @dataclass(frozen=True)
 class TestCase:
     """One call of the entry point: positional arguments and the expected return value."""
@@ -61,7 +58,7 @@ class Sample:
     token_ids: tuple[int, ...]
     logprobs: tuple[float, ...]
     reward: float
-    group: str  # samples of the same prompt share a group (GRPO normalisation)
+    group: int  # samples of the same prompt share a group (GRPO normalisation)
     version: int  # weight version that generated it (staleness = current - version)
     kind: str = ""  # task kind, for per-type metrics
     meta: dict = field(default_factory=dict, compare=False, hash=False)
@@ -99,14 +96,12 @@ class IOTriple:
 class Task:
     """A self-play task (phase 3): the prompt the policy sees and what its reward checks.
 
-    deduction: `cases` is the one (input, output); the answer is the output.
-    abduction: `cases` is the one (input, output); any input giving the output counts.
-    induction: `shown` pairs are in the prompt, `cases` are the held-out pairs the
-    candidate program must reproduce; `program` is the gold program.
+    `cases` are the (input, output) pairs the reward checks against and `shown` the pairs
+    the prompt reveals; each kind's module (`unified.kinds`) says what they mean for it. `program` is the program the task was built from.
     """
 
-    task_id: str  # "Mbpp/2:deduction:p0:i3": unique in a round
-    kind: str  # one of TASK_KINDS
+    task_id: str  # "<program_id>:<kind>:<index>": unique in a round
+    kind: str  # a registered task kind (unified.kinds.KINDS)
     problem_id: str
     program_id: str
     prompt: str  # the user message

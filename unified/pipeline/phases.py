@@ -15,10 +15,12 @@ from collections import Counter
 from dataclasses import dataclass, fields
 from typing import Callable, Mapping, Sequence
 
+from unified import kinds
+from unified.kinds import TASK_KINDS, BuildOptions
 from unified.pipeline import evaluation, ipo, programs as phase1, tasks as phase3, validate
 from unified.pipeline.generation import Generator, SamplingConfig
 from unified.pipeline.rewards import INDUCTION_REWARDS, score_batch
-from unified.types import TASK_KINDS, Completion, IOTriple, Problem, Program, Rejection, Task
+from unified.types import Completion, IOTriple, Problem, Program, Rejection, Task
 
 SEED_PROGRAMS = ("none", "canonical")
 
@@ -50,8 +52,8 @@ class PipelineConfig:
         problems = []
         if self.seed_programs not in SEED_PROGRAMS:
             problems.append(f"seed_programs must be one of {SEED_PROGRAMS}, got {self.seed_programs!r}")
-        if not self.task_types or set(self.task_types) - set(TASK_KINDS):
-            problems.append(f"task_types must be a non-empty subset of {TASK_KINDS}, got {list(self.task_types)}")
+        if not self.task_types or set(self.task_types) - set(kinds.KINDS):
+            problems.append(f"task_types must be a non-empty subset of {tuple(kinds.KINDS)}, got {list(self.task_types)}")
         if self.induction_reward not in INDUCTION_REWARDS:
             problems.append(f"induction_reward must be one of {INDUCTION_REWARDS}, got {self.induction_reward!r}")
         if self.num_programs < 0 or self.num_proposed_inputs < 0 or self.induction_shown < 1:
@@ -93,10 +95,10 @@ class RoundData:
         return Counter((r.stage, r.reason, r.kind) for r in self.rejections)
 
     def kept_per_kind(self) -> dict[str, int]:
-        return {k: sum(t.kind == k for t in self.tasks) for k in TASK_KINDS}
+        return {k: sum(t.kind == k for t in self.tasks) for k in kinds.KINDS}
 
     def generated_per_kind(self) -> dict[str, int]:
-        return {k: sum(t.kind == k for t in self.candidate_tasks) for k in TASK_KINDS}
+        return {k: sum(t.kind == k for t in self.candidate_tasks) for k in kinds.KINDS}
 
 
 def run_phases_1_to_4(
@@ -156,8 +158,12 @@ def run_phases_1_to_4(
     lap("phase_2")
 
     # Phase 3: candidate tasks.
-    induction_from = passing if cfg.induction_needs_visible else None
-    candidate_tasks, rej = phase3.build_tasks(problems, kept, triples, cfg.task_types, cfg.induction_shown, induction_from)
+    opts = BuildOptions(
+        shown_pairs=cfg.induction_shown,
+        visible_passing=frozenset(passing) if cfg.induction_needs_visible else None,
+        partial_credit=cfg.induction_reward == "fraction",
+    )
+    candidate_tasks, rej = phase3.build_tasks(problems, kept, triples, cfg.task_types, opts)
     rejections += rej
     lap("phase_3")
 
@@ -197,10 +203,10 @@ def cap_tasks(tasks: Sequence[Task], limit: int | None, seed: int) -> tuple[list
     import random
 
     rng = random.Random(seed)
-    queues = {k: rng.sample([t for t in tasks if t.kind == k], sum(t.kind == k for t in tasks)) for k in TASK_KINDS}
+    queues = {k: rng.sample([t for t in tasks if t.kind == k], sum(t.kind == k for t in tasks)) for k in kinds.KINDS}
     chosen: list[Task] = []
     while len(chosen) < limit:
-        for kind in TASK_KINDS:
+        for kind in kinds.KINDS:
             if queues[kind] and len(chosen) < limit:
                 chosen.append(queues[kind].pop())
     keep = {t.task_id for t in chosen}

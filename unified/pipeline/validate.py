@@ -4,8 +4,8 @@ Execution checks (runs, deterministic across two runs, time, memory, banned code
 size, literal round trip) already happened per (program, input) in phase 2's single
 `run_twice` batch; those rejections have stage "triple". This module does the task-level
 checks, in order:
-  trivial        output None; abduction on a program that returns the same value for
-                 every input (any input works); induction whose pairs all share one output
+  trivial        any answer would do (each kind's `is_trivial`: e.g. output None, or a
+                 program that returns one value for every input)
   duplicate      same kind and same prompt as an earlier task
   gold_mismatch  the task's own gold answer, read back through the reward parser and
                  scored against the known outputs, does not earn 1 (e.g. a string output
@@ -21,11 +21,11 @@ import random
 from collections import defaultdict
 from typing import Sequence
 
-from unified.pipeline.executor import ExecResult
-from unified.pipeline.extract import code_key
+from unified import kinds
+from unified.kinds import kind_of
+from unified.pipeline.exec_types import ExecResult
 from unified.pipeline.rewards import parse_answer, reward_from_results
-from unified.pipeline.values import values_equal
-from unified.types import TASK_KINDS, IOTriple, Rejection, Task
+from unified.types import IOTriple, Rejection, Task
 
 REASONS = {
     "program": ("no_code", "syntax", "no_entry_point", "duplicate", "fails_visible"),
@@ -45,27 +45,11 @@ def _outputs_by_program(triples: Sequence[IOTriple]) -> dict[str, list]:
     return out
 
 
-def _all_same(values: Sequence) -> bool:
-    return len(values) >= 2 and all(values_equal(v, values[0]) for v in values[1:])
-
-
-def is_trivial(task: Task, program_outputs: Sequence) -> bool:
-    if task.kind == "induction":
-        return _all_same([c.expected for c in task.shown + task.cases])
-    if task.cases[0].expected is None:
-        return True
-    return task.kind == "abduction" and _all_same(program_outputs)
-
-
 def gold_earns_one(task: Task, induction_reward: str = "all") -> bool:
     """Score the gold answer through the reward path; the sandbox results it would get are
     known from phase 2 (the gold program/arguments are the ones that produced the outputs)."""
     parsed, reason = parse_answer(task, task.gold)
-    if reason is not None:
-        return False
-    if task.kind == "abduction" and not values_equal(parsed, task.cases[0].args):
-        return False
-    if task.kind == "induction" and code_key(parsed) != code_key(task.program):
+    if reason is not None or not kind_of(task.kind).gold_is_own(task, parsed):
         return False
     known = [ExecResult(status="ok", value=c.expected) for c in task.cases]
     return reward_from_results(task, parsed, known, induction_reward) == 1.0
@@ -97,7 +81,7 @@ def validate_tasks(
     rejected: dict[str, tuple[str, str]] = {}
     seen_prompts = set()
     for task in tasks:
-        if is_trivial(task, outputs.get(task.program_id, [])):
+        if kind_of(task.kind).is_trivial(task, outputs.get(task.program_id, [])):
             rejected[task.task_id] = ("trivial", "")
         elif (task.kind, task.prompt) in seen_prompts:
             rejected[task.task_id] = ("duplicate", "")
@@ -117,7 +101,7 @@ def validate_tasks(
                 rejected[t.task_id] = ("over_cap", "")
         alive = [t for t in alive if t.task_id not in rejected]
     if balance_types:
-        per_kind = {k: [t for t in alive if t.kind == k] for k in TASK_KINDS}
+        per_kind = {k: [t for t in alive if t.kind == k] for k in kinds.KINDS}
         present = [len(v) for v in per_kind.values() if v]
         target = min(present) if present else 0
         for kind_tasks in per_kind.values():

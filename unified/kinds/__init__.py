@@ -1,0 +1,23 @@
+"""The task kinds: one module each (see `base.TaskKind`), one line each here.
+
+Order matters: it is the order of the console's tasks line (I/D/A) and, per program,
+the order candidate tasks are built in (kinds take turns).
+"""
+
+from __future__ import annotations
+
+from unified.kinds import abduction, deduction, induction
+from unified.kinds.base import BuildOptions, TaskKind
+
+KINDS: dict[str, TaskKind] = {k.NAME: k for k in (induction, deduction, abduction)}
+TASK_KINDS: tuple[str, ...] = tuple(KINDS)
+
+
+def kind_of(name: str) -> TaskKind:
+    try:
+        return KINDS[name]
+    except KeyError:
+        raise ValueError(f"unknown task kind {name!r}; known: {', '.join(KINDS)}") from None
+
+
+__all__ = ["KINDS", "TASK_KINDS", "BuildOptions", "TaskKind", "kind_of"]

@@ -1,0 +1,76 @@
+"""What a task kind is: one module that builds, prompts, parses and rewards its tasks.
+
+A kind module defines the names in `TaskKind` below; `unified.kinds.KINDS` lists the
+modules, one line each. Everything else (phase 3's builder, phase 4's checks, phase 5's
+rewards, metrics and plots) goes through the registry and never names a kind.
+
+One answer format for every kind: the answer goes inside `<answer>...</answer>`;
+`unified.pipeline.rewards` cuts it out before the kind's `parse` reads it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol, Sequence
+
+from unified.pipeline.exec_types import ExecCall, ExecResult
+from unified.pipeline.values import to_literal, values_equal
+from unified.types import IOTriple, Problem, Program, Rejection, Task
+
+ANSWER_RULE = "Put your final answer inside <answer></answer> and write nothing after it."
+
+
+@dataclass(frozen=True)
+class BuildOptions:
+    """What phase 3 tells every kind's builder (from `PipelineConfig`)."""
+
+    shown_pairs: int = 3  # pairs an induction-like prompt shows (>= 1 held out)
+    visible_passing: frozenset[str] | None = None  # program ids that pass the visible examples (None: all count)
+    partial_credit: bool = False  # reward the share of held-out pairs passed, not all-or-nothing
+
+
+class TaskKind(Protocol):
+    """The names a kind module defines."""
+
+    NAME: str  # "deduction": Task.kind, metric keys (reward/deduction), config task_types
+    LETTER: str  # "D": its column in the console's tasks line
+
+    def build(self, problem: Problem, program: Program, triples: Sequence[IOTriple], opts: BuildOptions) -> tuple[list[Task], list[Rejection]]:
+        """Candidate tasks from one program's (input, output) triples, in triple order."""
+
+    def parse(self, task: Task, answer: str) -> tuple[object, str | None]:
+        """(what the answer says, None) or (None, reason it cannot be read)."""
+
+    def calls(self, task: Task, parsed: object) -> list[ExecCall]:
+        """Sandbox calls the reward needs (may be none)."""
+
+    def reward(self, task: Task, parsed: object, results: Sequence[ExecResult], opts: BuildOptions) -> float:
+        """The reward of a readable answer, given the results of `calls` (pure)."""
+
+    def is_trivial(self, task: Task, program_outputs: Sequence) -> bool:
+        """Any answer would do (phase 4 drops it); `program_outputs`: all its program's outputs."""
+
+    def gold_is_own(self, task: Task, parsed_gold: object) -> bool:
+        """The parsed gold answer is the one the task was built from (phase 4's gold check)."""
+
+
+# ---------------------------------------------------------------- helpers kinds share
+
+
+def call_text(entry_point: str, args: tuple) -> str:
+    return f"{entry_point}({', '.join(to_literal(a) for a in args)})"
+
+
+def code_block(code: str) -> str:
+    return f"```python\n{code.rstrip()}\n```"
+
+
+def cases_passed(task: Task, results: Sequence[ExecResult]) -> list[bool]:
+    """Per case: the call returned the case's expected value; [] when results are missing."""
+    if len(results) != len(task.cases):
+        return []
+    return [r.ok and values_equal(r.value, c.expected, atol=task.atol) for r, c in zip(results, task.cases)]
+
+
+def all_same(values: Sequence) -> bool:
+    return len(values) >= 2 and all(values_equal(v, values[0]) for v in values[1:])
