@@ -55,6 +55,7 @@ def check(engine, policy, method: str) -> dict:
         assert result.ok, result.error
         fresh = [c for g in engine.generate(PROMPTS, sampling) for c in g]
         out[f"after_{temperature}"] = gap(policy, fresh, temperature)
+        out["path"] = engine.last_push_path
     return out
 
 

@@ -97,6 +97,7 @@ def test_engine_created_once_across_many_pushes(vllm_engine, policy):
         assert result.ok and result.seconds > 0 and result.error == ""
         phases = vllm_engine.last_push_phases  # the push's breakdown, read by bench/push_time.py
         assert set(phases) == {"gather", "validate", "reload", "tied_heads", "prefix_cache", "total"}
+        assert vllm_engine.last_push_path == "direct"  # on CPU: re-packed in place, no layerwise reload
         assert all(v >= 0 for v in phases.values()) and sum(phases.values()) <= 2 * phases["total"] + 1e-6
         assert vllm_engine.generate([PROMPTS[0]], SamplingConfig(n=1, max_tokens=2, seed=0))[0][0].version == version
     assert vllm_engine.pushes == before + 5
@@ -122,6 +123,25 @@ def test_engine_logprobs_match_policy_after_push(vllm_engine, policy, temperatur
     # prompts of different lengths: the policy batch is left-padded, so padding is exercised
     assert len({len(c.prompt_token_ids) for c in fresh}) == 2
     assert _max_logprob_gap(policy, fresh, temperature) <= 1e-4
+
+
+def test_engine_direct_push_serves_what_vllms_own_reload_serves(vllm_engine, policy, monkeypatch):
+    """The direct path (HF names mapped onto fused qkv/gate_up kernels, tied head re-packed)
+    and vLLM's layerwise reload load the same weights into the same kernels."""
+    _perturb(policy, 0.05, seed=31)
+    sampling = SamplingConfig(n=2, temperature=1.0, max_tokens=16, seed=4)
+
+    def logprobs_after_push(version: int) -> list:
+        assert vllm_engine.push(policy.named_full_weights(), version).ok
+        return [(c.token_ids, c.logprobs) for c in _flat(vllm_engine.generate(PROMPTS, sampling))]
+
+    direct = logprobs_after_push(vllm_engine.version + 1)
+    assert vllm_engine.last_push_path == "direct"
+    monkeypatch.setattr(vllm_engine, "_direct", False)
+    reloaded = logprobs_after_push(vllm_engine.version + 1)
+    assert vllm_engine.last_push_path == "reload"
+    assert [t for t, _ in direct] == [t for t, _ in reloaded]
+    assert max(abs(a - b) for (_, x), (_, y) in zip(direct, reloaded) for a, b in zip(x, y)) <= 1e-6
 
 
 def test_engine_failed_push_is_reported_not_raised(vllm_engine, policy, monkeypatch):

@@ -13,9 +13,18 @@ Recipes measured on these machines (notes/platform-findings.md):
   through vLLM's layerwise reload (on the meta device, with the bad tensors buffered, so
   every later push would fail too): `_abort_reload` drops the buffered tensors and puts
   the previous kernel tensors back, and the next full push succeeds.
+- Direct push (CPU): vLLM's generic reload re-creates every layer (fresh tensors on the
+  meta device, materialised, loaded, re-packed, copied back): ~2x the work of the one
+  step that cannot be skipped on CPU, re-packing each linear weight into its oneDNN
+  kernel. `_direct_load` does only that step: HF names are mapped with the model's own
+  `hf_to_vllm_mapper` (q/k/v -> qkv_proj, gate/up -> gate_up_proj), a packed linear gets
+  its new weight (the fused ones assembled in one reused buffer) and is re-processed by
+  its own `quant_method`, every other tensor is copied in place by its own
+  `weight_loader`. Anything it cannot map falls back to the generic reload.
 - `last_push_phases` times a push's parts: gather (iterating the weights: FSDP
-  all-gather, LoRA merge), validate, reload (vLLM's layerwise reload and re-processing),
-  tied_heads, prefix_cache (bench/push_time.py reports them).
+  all-gather, LoRA merge), validate, reload (direct load or vLLM's layerwise reload,
+  re-packing included), tied_heads, prefix_cache (bench/push_time.py reports them);
+  `last_push_path` says which path loaded it ("direct" or "reload").
 - Tied embeddings (the tiny model, small Qwens): vLLM's `lm_head` shares the embedding's
   parameter and is never reloaded itself, but on CPU it keeps a prepacked copy of the
   weight for its GEMM, built at load time. Without `_refresh_tied_heads` after each
@@ -32,6 +41,8 @@ from __future__ import annotations
 import logging
 import os
 import time
+import weakref
+from dataclasses import dataclass, field
 
 import torch
 
@@ -116,6 +127,8 @@ class VLLMEngine(Engine):
         else:
             kwargs["gpu_memory_utilization"] = gpu_memory_utilization
         self._vllm = vllm
+        self._direct = on_cpu  # direct pushes re-pack CPU kernels; CUDA keeps vLLM's reload
+        self.last_push_path = ""
         self._shapes, self._required = _parameter_shapes(model_path)
         self.llm = vllm.LLM(**kwargs)
         assert_world_size()
@@ -167,6 +180,31 @@ class VLLMEngine(Engine):
     def _reload(self, staged) -> None:
         phases = self.last_push_phases
         t0 = time.perf_counter()
+        direct = None
+        try:
+            direct = self.llm.collective_rpc(_direct_load, args=(staged,))[0] if self._direct else None
+        except _KernelKeptWeight as exc:  # this backend's kernels alias their weight: reload them all
+            log.warning("direct weight push disabled (%s); using vLLM's reload", exc)
+            self._direct = False
+        except Exception:
+            self.llm.reset_prefix_cache()
+            raise
+        if direct is not None:
+            del staged
+            self.last_push_path = "direct"
+            t1 = time.perf_counter()
+            phases.update(reload=t1 - t0 - direct["tied_heads"], tied_heads=direct["tied_heads"])
+        else:
+            self._generic_reload(staged)
+            del staged
+            self.last_push_path = "reload"
+            t1 = time.perf_counter()
+            phases.update(reload=t1 - t0 - phases["tied_heads"])
+        self.llm.reset_prefix_cache()
+        phases["prefix_cache"] = time.perf_counter() - t1
+
+    def _generic_reload(self, staged) -> None:
+        """vLLM's own in-place reload (layerwise), then the tied-head refresh."""
         try:
             self.llm.collective_rpc("reload_weights", kwargs={"weights_iterator": staged})
         except Exception:
@@ -175,14 +213,9 @@ class VLLMEngine(Engine):
             finally:
                 self.llm.reset_prefix_cache()
             raise
-        finally:
-            del staged
-        t1 = time.perf_counter()
+        t0 = time.perf_counter()
         self.llm.collective_rpc(_refresh_tied_heads)
-        t2 = time.perf_counter()
-        self.llm.reset_prefix_cache()
-        t3 = time.perf_counter()
-        phases.update(reload=t1 - t0, tied_heads=t2 - t1, prefix_cache=t3 - t2)
+        self.last_push_phases["tied_heads"] = time.perf_counter() - t0
 
     def close(self) -> None:
         llm, self.llm = self.llm, None
@@ -208,6 +241,116 @@ def _parameter_shapes(model_path: str) -> tuple[dict[str, tuple[int, ...]] | Non
     shapes = {n: tuple(p.shape) for n, p in model.named_parameters(remove_duplicate=False)}
     required = {n for n, _ in model.named_parameters()}
     return shapes, required
+
+
+# One reusable buffer per model for assembling fused linear weights (q|k|v, gate|up):
+# re-packing copies out of it at once, so one buffer serves every layer in turn.
+_STAGING: "weakref.WeakKeyDictionary[torch.nn.Module, torch.Tensor]" = weakref.WeakKeyDictionary()
+
+
+class _KernelKeptWeight(RuntimeError):
+    """A re-processed linear kept the tensor it was given (a kernel that reads the weight in
+    place rather than packing a copy): it would alias the policy's tensor or the staging buffer."""
+
+
+@dataclass
+class _Packed:
+    """A linear layer whose CPU kernel holds the only copy of its weight (vLLM's
+    `dispatch_cpu_unquantized_gemm` packs it for oneDNN and leaves an empty parameter)."""
+
+    module: torch.nn.Module
+    parts: dict[int, torch.Tensor] = field(default_factory=dict)  # row offset -> rows
+
+
+def _direct_load(worker, weights: list[tuple[str, torch.Tensor]]) -> dict[str, float] | None:
+    """(Runs in the vLLM worker.) Load `weights` (HF names) in place without the layerwise
+    reload; None, with nothing changed, when some weight has no direct path (the caller
+    then uses `reload_weights`). Plans every tensor first, then loads. -> {"tied_heads": s}"""
+    from vllm.model_executor.model_loader.weight_utils import default_weight_loader
+
+    model = worker.get_model()
+    mapper = getattr(model, "hf_to_vllm_mapper", None)
+    if mapper is not None and not hasattr(mapper, "_map_name_with_shard"):
+        return None  # another vLLM version: its reload knows the mapping
+    packed: dict[str, _Packed] = {}
+    in_place: list[tuple[torch.Tensor, torch.Tensor, object]] = []
+    for name, tensor in weights:
+        mapped = mapper._map_name_with_shard(name) if mapper is not None else (name, None)
+        if mapped is None:  # vLLM ignores this checkpoint tensor (e.g. rotary inv_freq)
+            continue
+        vname, shard = mapped
+        if isinstance(shard, list):
+            return None
+        module_name, _, pname = vname.rpartition(".")
+        try:
+            module = model.get_submodule(module_name)
+        except AttributeError:
+            return None
+        param = module._parameters.get(pname)
+        if param is None:
+            return None
+        if pname == "weight" and hasattr(module, "cpu_linear") and param.numel() == 0:
+            if getattr(module, "tp_size", 1) != 1 or not hasattr(module, "input_size_per_partition"):
+                return None
+            rows, cols = module.output_size_per_partition, module.input_size_per_partition
+            sizes = list(getattr(module, "output_sizes", None) or [rows]) if shard is not None else [rows]
+            index = {"q": 0, "k": 1, "v": 2}.get(shard, shard) if shard is not None else 0
+            if not isinstance(index, int) or not 0 <= index < len(sizes) or sum(sizes) != rows:
+                return None
+            if tuple(tensor.shape) != (sizes[index], cols):
+                raise ValueError(f"{name}: shape {tuple(tensor.shape)} != {(sizes[index], cols)}")
+            packed.setdefault(module_name, _Packed(module)).parts[sum(sizes[:index])] = tensor
+        else:
+            in_place.append((param, tensor, shard))
+    for module_name, p in packed.items():  # a packed kernel is rebuilt whole: all its parts must come
+        if sum(t.shape[0] for t in p.parts.values()) != p.module.output_size_per_partition:
+            return None
+
+    with torch.no_grad():
+        for param, tensor, shard in in_place:
+            loader = getattr(param, "weight_loader", default_weight_loader)
+            loader(param, tensor) if shard is None else loader(param, tensor, shard)
+        if packed:
+            biggest = max(p.module.output_size_per_partition * p.module.input_size_per_partition for p in packed.values())
+            dtype = next(iter(packed.values())).module.weight.dtype
+            staging = _STAGING.get(model)
+            if staging is None or staging.numel() < biggest or staging.dtype != dtype:
+                staging = _STAGING[model] = torch.empty(biggest, dtype=dtype)
+        for p in packed.values():
+            m = p.module
+            if len(p.parts) == 1 and p.parts[0].dtype == m.weight.dtype:
+                weight = p.parts[0]  # the kernel copies it while packing: no staging copy
+            else:
+                weight = staging[: m.output_size_per_partition * m.input_size_per_partition].view(m.output_size_per_partition, -1)
+                for offset, rows in p.parts.items():
+                    weight[offset : offset + rows.shape[0]].copy_(rows)
+            m.weight = torch.nn.Parameter(weight, requires_grad=False)
+            # free the old kernel first: the new one then reuses its memory instead of
+            # faulting in fresh pages (2-3x faster on these machines)
+            m.cpu_linear = None
+            m.quant_method.process_weights_after_loading(m)
+            if m.weight.numel() != 0:  # the kernel kept our tensor instead of packing a copy
+                raise _KernelKeptWeight(f"{type(m).__name__} kept its weight tensor after re-processing")
+    t0 = time.perf_counter()
+    _repack_kept_weights(model, {id(param) for param, _, _ in in_place})
+    return {"tied_heads": time.perf_counter() - t0}
+
+
+def _repack_kept_weights(model: torch.nn.Module, changed: set[int]) -> None:
+    """Re-process the CPU kernels built from weights that were just copied in place: LM
+    heads, tied (sharing the embedding's parameter) or not. An embedding whose weight a
+    separate `ParallelLMHead` serves keeps its own, unused kernel: it only looks rows up."""
+    from vllm.model_executor.layers.vocab_parallel_embedding import ParallelLMHead, VocabParallelEmbedding
+
+    heads = {id(m.weight) for m in model.modules() if isinstance(m, ParallelLMHead) and hasattr(m, "weight")}
+    for m in model.modules():
+        weight = m._parameters.get("weight")
+        if weight is None or id(weight) not in changed or not hasattr(m, "cpu_linear"):
+            continue
+        if isinstance(m, VocabParallelEmbedding) and not isinstance(m, ParallelLMHead) and id(weight) in heads:
+            continue
+        m.cpu_linear = None
+        m.quant_method.process_weights_after_loading(m)
 
 
 def _refresh_tied_heads(worker) -> int:
