@@ -9,10 +9,15 @@ exists; `run_call` then:
    the program; compiling runs nothing)
    from the request pipe, and writes b"S" to the result pipe (the call starts);
 2. shuts itself in: descriptors (the request pipe among them), rlimits (CPU time,
-   address space, processes, files), working directory, user id, the guards' `arm`;
-3. compiles and runs the program as module `__sandbox__`, calls the entry point, and
+   address space, processes, files), working directory, user id (the guards were armed
+   in the zygote, `prepare`);
+3. runs the program as module `__sandbox__` (`execute`), calls the entry point, and
    writes ONE message with the return value as literal text to the result pipe,
    then `_exit`s. The worker and the parent treat every byte of it as hostile.
+
+Before its first fork the zygote `rehearse`s this path with the parent's own trusted
+calls (no call's data exists yet), then `prepare`s what every call starts from, so that
+children inherit it ready and warm: each page a child writes is a page copied.
 
 The child never sees the expected output: comparing is the parent's job. A program that
 forges its own message can only claim a value, which it could have returned anyway.
@@ -28,30 +33,60 @@ import sys
 USER_FILE = "<sandbox>"  # co_filename of the program (the guards look for it)
 USER_MODULE = "__sandbox__"  # its __name__: `if __name__ == "__main__":` blocks do not run
 _set_digits, _set_recursion = sys.set_int_max_str_digits, sys.setrecursionlimit
+_urandom, _setrlimit = os.urandom, resource.setrlimit  # before the guards can replace them
 
 
-def run_call(req_fd, result_fd, devnull_fd, tmpdir, uid, limits, guards, literal, os_):
+def prepare(limits, guards):
+    """In the zygote, once, after `rehearse`: the empty program module and output capture
+    that every call's child inherits (installed as `__sandbox__`/`__main__` and as stdout and
+    stderr), the guards armed, the rlimits worked out. The zygote never runs a call, so
+    every child finds them as made here; a child doing this itself copied ~60 more pages."""
+    capture = guards.Capture(limits["max_output_bytes"])
+    sys.stdout = sys.stderr = sys.__stdout__ = sys.__stderr__ = capture
+    module = _new_module()
+    guards.arm(limits["hook"], guards.loaded_banned(limits["banned_modules"]), module)
+    cpu = limits["cpu_rlimit"]
+    wanted = {
+        resource.RLIMIT_AS: limits["vm_bytes"] + limits["memory_mb"] * 2**20,  # on top of the worker image
+        resource.RLIMIT_CPU: (cpu, cpu + 1),  # SIGXCPU, then SIGKILL: CPU time, not the wall clock
+        resource.RLIMIT_CORE: 0,
+        resource.RLIMIT_FSIZE: limits["max_file_mb"] * 2**20,
+        resource.RLIMIT_NOFILE: limits["max_open_files"],
+        resource.RLIMIT_NPROC: limits["max_processes"],  # counted per user: the uid is ours alone
+    }
+    limits["rlimits"] = tuple((k, v if isinstance(v, tuple) else (v, v)) for k, v in wanted.items())
+    return module, capture
+
+
+def run_call(req_fd, result_fd, devnull_fd, tmpdir, uid, limits, module, capture, guards, literal, os_):
     """Run one call in this freshly forked process and _exit; never returns.
     `os_` holds the os functions captured before the guards replaced them."""
     my_pid = os_.getpid()  # forks the program makes must not write a result
-    status, value, error = "error", "", "internal: no result"
-    capture = guards.Capture(limits["max_output_bytes"])
+    outcome = "error", "", "internal: no result"
     try:
-        request = _read_request(req_fd, os_)
+        request = read_frame(req_fd, os_)
         if request is None:  # the parent closed the pipe: the pool is shutting down
             os_._exit(0)
         os_.write(result_fd, b"S")
         code, entry, args = marshal.loads(request)
         del request
-        _shut_in(req_fd, result_fd, devnull_fd, tmpdir, uid, limits, os_)
-        sys.stdout = sys.stderr = sys.__stdout__ = sys.__stderr__ = capture
-        module = type(sys)(USER_MODULE)
-        module.__dict__["__builtins__"] = builtins  # the module, as a script run as __main__ sees it
-        sys.modules[USER_MODULE] = module
-        guards.arm(limits["hook"], limits["prune"], module)
+        _shut_in(req_fd, result_fd, devnull_fd, tmpdir, uid, limits["rlimits"], os_)
+        outcome = execute(code, entry, args, module, limits, guards, literal)
+    except BaseException as e:  # noqa: BLE001 - e.g. a failing rlimit or uid change
+        outcome = _failure(e, guards)
+    finally:
+        if os_.getpid() == my_pid:
+            _send(result_fd, *outcome, capture, os_)
+        os_._exit(0)
+
+
+def execute(code, entry, args, module, limits, guards, literal):
+    """(status, value literal, error) of `entry(*args)` from the program `code`, run here in
+    `module` (`__sandbox__`)."""
+    try:
         # A random number of live objects shifts addresses, so output that depends on
         # id() or default hashes differs between runs and run_twice catches it.
-        pad = [object() for _ in range(os_.urandom(1)[0] & 31)]
+        pad = [object() for _ in range(_urandom(1)[0] & 31)]
         exec(code, module.__dict__)  # noqa: S102 - this is the sandbox
         function = module.__dict__.get(entry)
         if not callable(function):
@@ -61,59 +96,67 @@ def run_call(req_fd, result_fd, devnull_fd, tmpdir, uid, limits, guards, literal
         _set_digits(4300)  # the program may have changed these; rendering needs sane ones
         _set_recursion(1000)
         try:
-            status, value, error = "ok", literal.to_literal(result, limits["max_output_bytes"]), ""
+            return "ok", literal.to_literal(result, limits["max_output_bytes"]), ""
         except (literal.LiteralError, ValueError, RecursionError) as e:
-            status, error = "error", f"unserialisable return value: {_describe(e)}"
-    except MemoryError:
-        status, error = "memory", "MemoryError"
-    except guards.BannedImport as e:
-        status, error = "banned", f"banned import at run time: {_describe(e)}"
-    except guards.BannedCall as e:
-        status, error = "banned", f"banned call at run time: {_describe(e)}"
+            return "error", "", f"unserialisable return value: {_describe(e)}"
     except BaseException as e:  # noqa: BLE001 - SystemExit and KeyboardInterrupt are results too
-        status, error = "error", f"{_name(e)}: {_describe(e)}"
+        return _failure(e, guards)
+
+
+def rehearse(requests, limits, guards, literal, devnull_fd, os_, times=64) -> None:
+    """Run the parent's trusted `requests` through `execute` in the zygote, before `prepare`.
+    The interpreter then finds this path's bytecode specialised and its type-cache entries
+    and interned names in place, so each call's child writes (and copies) fewer of the
+    zygote's pages. Nothing of the rehearsal stays: its modules are dropped, stdout restored."""
+    saved = sys.stdout, sys.stderr, sys.__stdout__, sys.__stderr__
+    try:
+        for _ in range(times):
+            for request in requests:
+                code, entry, args = marshal.loads(request)
+                limits["hook"]("exec", (code,))  # the audit hook runs on every event of a call
+                capture = guards.Capture(limits["max_output_bytes"])
+                sys.stdout = sys.stderr = sys.__stdout__ = sys.__stderr__ = capture
+                outcome = execute(code, entry, args, _new_module(), limits, guards, literal)
+                _send(devnull_fd, *outcome, capture, os_)
     finally:
-        if os_.getpid() == my_pid:
-            _send(result_fd, status, value, error, capture, os_)
-        os_._exit(0)
+        sys.stdout, sys.stderr, sys.__stdout__, sys.__stderr__ = saved
+        sys.modules.pop(USER_MODULE, None)
 
 
-def _read_request(fd, os_):
+def _new_module():
+    module = type(sys)(USER_MODULE)
+    module.__dict__["__builtins__"] = builtins  # the module, as a script run as __main__ sees it
+    sys.modules[USER_MODULE] = module
+    return module
+
+
+def read_frame(fd, os_):
+    """One frame (4-byte big-endian length + payload) from `fd`, or None at end of file."""
     header = _read_exact(fd, 4, os_)
     return header and _read_exact(fd, int.from_bytes(header, "big"), os_)
 
 
 def _read_exact(fd, n, os_):
-    buf = bytearray()
-    while len(buf) < n:
-        chunk = os_.read(fd, n - len(buf))
+    data = os_.read(fd, n)  # one read, unless the pipe hands the frame over in pieces
+    while len(data) < n:
+        chunk = os_.read(fd, n - len(data))
         if not chunk:
             return None
-        buf += chunk
-    return bytes(buf)
+        data += chunk
+    return data
 
 
-def _shut_in(req_fd, result_fd, devnull_fd, tmpdir, uid, limits, os_) -> None:
+def _shut_in(req_fd, result_fd, devnull_fd, tmpdir, uid, rlimits, os_) -> None:
     os_.setsid()  # own session and process group (the fallback kill path uses it)
     for fd in (0, 1, 2):
         os_.dup2(devnull_fd, fd)
     os_.closerange(3, result_fd)
     os_.closerange(result_fd + 1, 1 << 20)
-    cpu = limits["cpu_rlimit"]
-    rlimits = {
-        resource.RLIMIT_AS: limits["vm_bytes"] + limits["memory_mb"] * 2**20,  # on top of the worker image
-        resource.RLIMIT_CPU: (cpu, cpu + 1),  # SIGXCPU, then SIGKILL: CPU time, not the wall clock
-        resource.RLIMIT_CORE: 0,
-        resource.RLIMIT_FSIZE: limits["max_file_mb"] * 2**20,
-        resource.RLIMIT_NOFILE: limits["max_open_files"],
-        resource.RLIMIT_NPROC: limits["max_processes"],  # counted per user: the uid is ours alone
-    }
-    for which, value in rlimits.items():
-        soft, hard = value if isinstance(value, tuple) else (value, value)
+    for which, (soft, hard) in rlimits:
         try:
-            resource.setrlimit(which, (soft, hard))
+            _setrlimit(which, (soft, hard))
         except (ValueError, OSError):  # without root a hard limit cannot be raised
-            resource.setrlimit(which, (min(soft, resource.getrlimit(which)[1]),) * 2)
+            _setrlimit(which, (min(soft, resource.getrlimit(which)[1]),) * 2)
     os_.chdir(tmpdir)
     if uid >= 0:  # root: become a user of our own, without capabilities
         os_.setgroups([])
@@ -134,6 +177,16 @@ def _describe(e: BaseException) -> str:
         return str(e)[:2000]
     except BaseException:  # noqa: BLE001 - a hostile __str__
         return "<unprintable>"
+
+
+def _failure(e: BaseException, guards) -> tuple:
+    if isinstance(e, MemoryError):
+        return "memory", "", "MemoryError"
+    if isinstance(e, guards.BannedImport):
+        return "banned", "", f"banned import at run time: {_describe(e)}"
+    if isinstance(e, guards.BannedCall):
+        return "banned", "", f"banned call at run time: {_describe(e)}"
+    return "error", "", f"{_name(e)}: {_describe(e)}"
 
 
 def _send(fd, status, value, error, capture, os_) -> None:

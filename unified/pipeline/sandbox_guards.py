@@ -11,7 +11,8 @@ Installed once in the worker, inherited by every forked call (`install`):
   dataclasses and enum use them internally);
 - `open` for writing is refused outside the call's directory (always, with "open:write");
 - a guarded `__import__` refuses banned modules to the program's own code.
-Per call, in the child (`arm`):
+Armed once in the worker too, after its own imports and just before its first fork, so
+that every call's child starts armed (`arm`):
 - banned modules and the project's (`unified`) are dropped from `sys.modules`, and
   `__main__` becomes the program's own module;
 - an audit hook, which no Python code can remove, refuses the program's imports of
@@ -65,8 +66,9 @@ def install(banned_modules, stubs, direct, open_write, sandbox_dir) -> None:
 
 
 def arm(hook, prune, user_module) -> None:
-    """In the call's child, just before the program runs (see module doc). `hook` and
-    `prune` (the loaded modules to drop) are made once by the worker."""
+    """In the zygote, once, when it has imported all it needs (see module doc): every
+    call's child inherits this. `hook` and `prune` (the loaded modules to drop) are made
+    by the worker; it keeps its own references to the modules it uses."""
     modules = sys.modules
     for name in prune:
         modules.pop(name, None)

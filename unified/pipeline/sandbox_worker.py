@@ -4,8 +4,11 @@
 source> <sandbox_guards source> <literal source> <isolation> <uid> <tmp> <statm fd>`:
 no site-packages, no project directory on sys.path or on disk, no file of the project
 read here. The worker executes the three sources into private namespaces (not modules),
-pre-imports a few light standard modules, installs the guards on itself, freezes its
-heap (gc.freeze) and answers "ready". Then, for ever:
+pre-imports a few light standard modules, installs the guards on itself, rehearses the
+call path with the parent's trusted calls and prepares what each call starts from (the
+program's empty module, its output capture, the armed guards: `sandbox_child`), freezes
+its heap (gc.freeze) and answers "ready". From then on its stdout and stderr are the
+capture. Then, for ever:
 
 1. fork the next child BEFORE any request exists; the child reads the request itself
    (`sandbox_child.run_call`), so this process never holds any call's code, arguments
@@ -49,16 +52,6 @@ def _load(source: str, name: str):
     return namespace
 
 
-def _read_exact(fd: int, n: int):
-    buf = bytearray()
-    while len(buf) < n:
-        chunk = OS.read(fd, n - len(buf))
-        if not chunk:
-            return None
-        buf += chunk
-    return bytes(buf)
-
-
 def _send(fd: int, data: bytes) -> None:
     data = len(data).to_bytes(4, "big") + data
     while data:
@@ -84,14 +77,16 @@ class Zygote:
             except ImportError:
                 pass
         self.guards.install(init["banned_modules"], init["stubs"], init["direct"], init["open_write"], tmp)
-        self.limits["prune"] = self.guards.loaded_banned(init["banned_modules"])
         self.limits["hook"] = self.guards.audit_hook(tuple(init["banned_modules"]), self.limits["block_gc"])
-        gc.collect()
-        gc.freeze()  # children skip these objects when they collect: fewer page copies
+        self.child.rehearse(init["rehearsal"], self.limits, self.guards, self.literal, self.devnull, OS)
         pages = int(OS.pread(statm_fd, 64, 0).split()[0]) if statm_fd >= 0 else 0
         if statm_fd >= 0:
             OS.close(statm_fd)
         self.limits["vm_bytes"] = pages * OS.sysconf("SC_PAGE_SIZE") + (16 << 20)  # + what the child maps
+        self.main = sys.modules["__main__"]  # kept: from here on __main__ is the program's module
+        self.module, self.capture = self.child.prepare(self.limits, self.guards)
+        gc.collect()
+        gc.freeze()  # children skip these objects when they collect: fewer page copies
 
     def serve(self, fd_in: int, fd_out: int) -> None:
         report = " ".join(f"{k}={v}" for k, v in self.iso.items())
@@ -101,8 +96,8 @@ class Zygote:
             pid = OS.fork()
             if pid == 0:
                 OS.close(r)
-                self.child.run_call(fd_in, w, self.devnull, self.tmp, self.uid, self.limits, self.guards,
-                                    self.literal, OS)  # fmt: skip
+                self.child.run_call(fd_in, w, self.devnull, self.tmp, self.uid, self.limits, self.module,
+                                    self.capture, self.guards, self.literal, OS)  # fmt: skip
                 OS._exit(70)  # not reached
             OS.close(w)
             if OS.read(r, 1) != b"S":  # the child found no request: the parent closed the pool
@@ -209,11 +204,15 @@ def main() -> None:
     iso = dict(word.split("=", 1) for word in report.split())
     fd_out = OS.dup(1)
     OS.dup2(OS.open("/dev/null", OS.O_RDWR), 1)
-    header = _read_exact(0, 4)
-    init = marshal.loads(_read_exact(0, int.from_bytes(header, "big")))
     harness = {name: _load(src, name) for name, src in
                (("literal", literal_src), ("guards", guards_src), ("child", child_src))}  # fmt: skip
-    Zygote(init, harness, iso, int(uid), tmp, int(statm_fd)).serve(0, fd_out)
+    init = marshal.loads(harness["child"].read_frame(0, OS))
+    stderr = sys.stderr
+    try:
+        Zygote(init, harness, iso, int(uid), tmp, int(statm_fd)).serve(0, fd_out)
+    except BaseException:
+        sys.stderr = stderr  # the traceback goes to the executor's stderr, not to a call's capture
+        raise
 
 
 main()
