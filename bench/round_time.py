@@ -1,11 +1,11 @@
 """Round time of the unified design against the old one, same config and seed.
 
 - unified: the resident engine, weights pushed in place after every optimizer step;
-- restart (`rollout.resident=false`): every round a fresh engine loads the current weights
+- restart (`bench/restart_mode.py`): every round a fresh engine loads the current weights
   for phases 1-4 and is torn down, then another fresh engine serves phase 5 (the old
   separated design's cost, with everything else identical).
 
-Each run is a real `train_unified.py` process; the variants are interleaved (unified,
+Each run is a real `train_unified.py` (or `bench/restart_mode.py`) process; the variants are interleaved (unified,
 restart, unified, ...) and each figure is the median over the repetitions of a run's
 mean round time (`time/round` in metrics.jsonl: the rounds, not the one-off start-up).
 
@@ -32,13 +32,13 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 OUT = REPO / "logs" / "bench" / "round_time.json"
-VARIANTS = {"unified": "rollout.resident=true", "restart": "rollout.resident=false"}
+VARIANTS = {"unified": REPO / "train_unified.py", "restart": REPO / "bench" / "restart_mode.py"}
 
 
 def one_run(variant: str, rounds: int, problems: int, extra: list[str], threads: int = 0) -> dict:
     with tempfile.TemporaryDirectory(prefix=f"round-time-{variant}-") as out:
-        cmd = [sys.executable, str(REPO / "train_unified.py"), "--benchmark", "mbpp", "--problems", str(problems),
-               "--rounds", str(rounds), f"--output-dir={out}", "trainer.save_every=1000", VARIANTS[variant], *extra]  # fmt: skip
+        cmd = [sys.executable, str(VARIANTS[variant]), "--benchmark", "mbpp", "--problems", str(problems),
+               "--rounds", str(rounds), f"--output-dir={out}", "trainer.save_every=1000", *extra]  # fmt: skip
         env = {**os.environ, "VLLM_LOGGING_LEVEL": "WARNING"}
         if threads > 0:
             env["OMP_NUM_THREADS"] = str(threads)

@@ -97,7 +97,7 @@ class Ours:
         self.policy = build_policy(path, device=torch.device("cpu"), dtype="float32",
                                    tuning=TuningConfig(method=tuning, trainable_layers=layers))  # fmt: skip
         opt = torch.optim.AdamW(self.policy.trainable_parameters(), lr=lr)
-        self.agg = Aggregator(self.policy, opt, None, accum_steps=accum, update_steps=1, grad_clip=1.0,
+        self.agg = Aggregator(self.policy, opt, accum_steps=accum, update_steps=1, grad_clip=1.0,
                               max_staleness=10**9, micro_batch_size=micro)  # fmt: skip
         self.cfg = UpdateConfig(micro_batch_size=micro)
         self.pad_id = pad_id
@@ -105,8 +105,8 @@ class Ours:
     def step(self, samples) -> None:
         from unified.trainer.update import train_on_samples
 
-        out = train_on_samples(samples, self.agg, self.cfg, pad_token_id=self.pad_id)
-        assert out["steps"] == 1, out
+        out = train_on_samples(samples, self.agg, self.cfg, engine=None, pad_token_id=self.pad_id)
+        assert out.steps == 1, out
 
 
 class Raw:

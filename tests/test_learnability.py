@@ -18,7 +18,7 @@ from unified.trainer.distributed import init_distributed
 from unified.trainer.engine import SamplingConfig, engine_creations
 from unified.trainer.losses import AdvantageConfig, LossConfig
 from unified.trainer.policy import build_policy
-from unified.trainer.update import UpdateConfig, train_on_samples
+from unified.trainer.update import UpdateConfig, push_weights, train_on_samples
 from unified.types import Sample
 
 MAX_VERSIONS = 40
@@ -57,21 +57,22 @@ def test_learnability_grpo_through_the_real_engine(vllm_engine):
     reward = _reward_fn(policy.config.vocab_size)
     # one optimizer step (version) per batch of N x len(PROMPTS) samples
     aggregator = Aggregator(
-        policy, torch.optim.AdamW(policy.parameters(), lr=LR, weight_decay=0.0), engine,
+        policy, torch.optim.AdamW(policy.parameters(), lr=LR, weight_decay=0.0),
         accum_steps=2, update_steps=1, grad_clip=1.0, max_staleness=1,
     )
     cfg = UpdateConfig(micro_batch_size=N * len(PROMPTS) // 2, temperature=1.0,
                        loss=LossConfig(policy_loss="vanilla", loss_agg_mode="token-mean"),
                        advantage=AdvantageConfig(estimator="grpo"))
-    assert aggregator.sync_engine().ok and engine.version == 0  # the engine serves the untrained policy
+    pushes_at_start = engine.pushes
+    assert push_weights(engine, policy, 0).ok and engine.version == 0  # the engine serves the untrained policy
 
     samples, start = _sample(engine, reward, seed=0)
     history = [start]
     assert start < 0.3, f"the untrained model already scores {start:.3f}"
     mean = start
     while mean <= 0.9 and aggregator.version < MAX_VERSIONS:
-        summary = train_on_samples(samples, aggregator, cfg, pad_token_id=0)
-        assert summary["steps"] == 1 and summary["dropped_stale"] == 0
+        summary = train_on_samples(samples, aggregator, cfg, engine=engine, pad_token_id=0)
+        assert summary.steps == 1 and summary.dropped_stale == 0
         assert engine.version == aggregator.version  # pushed in place
         samples, mean = _sample(engine, reward, seed=1000 * aggregator.version)
         assert {s.version for s in samples} == {aggregator.version}
@@ -86,4 +87,4 @@ def test_learnability_grpo_through_the_real_engine(vllm_engine):
     assert versions <= MAX_VERSIONS and mean > 0.9, f"reward only {history} after {versions} versions"
     assert end > 0.9, f"evaluation reward {end:.3f} after {versions} versions"
     assert engine_creations() == creations  # the same engine all along
-    assert aggregator.stats()["skipped_nonfinite"] == 0 and aggregator.stats()["pushes"] == versions + 1
+    assert aggregator.stats()["skipped_nonfinite"] == 0 and engine.pushes - pushes_at_start == versions + 1

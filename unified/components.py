@@ -5,9 +5,8 @@
                            policy (FSDP2) -> ONE engine -> executor -> aggregator,
                            restored from a checkpoint when `trainer.resume` finds one
     save(c, round)         HF-format weights + optimizer + aggregator + RNG + config
-    phase_engine(c)        the engine a phase uses: the resident one, or (rollout.resident
-                           = false, the old design kept for `bench/round_time.py`) a fresh
-                           engine loaded with the current weights and torn down afterwards
+    phase_engine(c)        the engine a phase uses: the resident one, metered (the old
+                           design, a fresh engine per phase, lives in bench/restart_mode.py)
 """
 
 from __future__ import annotations
@@ -15,7 +14,6 @@ from __future__ import annotations
 import logging
 import os
 import random
-import tempfile
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -129,7 +127,6 @@ def build_components(cfg: DictConfig, inputs: Inputs) -> Components:
     from unified.pipeline.executor import build_executor, executor_config_from
     from unified.trainer.aggregator import build_aggregator
     from unified.trainer.distributed import init_distributed
-    from unified.trainer.engine import build_engine_from_config
     from unified.trainer.policy import build_policy_from_config
     from unified.trainer.update import build_update_config
 
@@ -151,12 +148,9 @@ def build_components(cfg: DictConfig, inputs: Inputs) -> Components:
                                           adapter_dir=inputs.adapter_dir)  # fmt: skip
     except ValueError as exc:  # e.g. a checkpoint's adapter that does not match the tuning config
         raise UserError(str(exc)) from None
-    engine = None  # restart mode (rollout.resident=false) builds one per phase instead
-    if cfg.rollout.get("resident", True):
-        engine = build_engine_from_config(cfg.rollout, model_path, dtype=cfg.model.dtype, seed=cfg.seed + info.rank)
-        _warm_up(engine)
+    engine = resident_engine(cfg, model_path, info.rank)
     try:
-        aggregator = build_aggregator(cfg.algorithm, policy, engine, snapshot_dir=out_dir / "snapshots")
+        aggregator = build_aggregator(cfg.algorithm, policy, snapshot_dir=out_dir / "snapshots")
         update = build_update_config(cfg.algorithm, cfg.rollout)
     except ValueError as exc:
         raise UserError(str(exc)) from None
@@ -182,7 +176,16 @@ def build_components(cfg: DictConfig, inputs: Inputs) -> Components:
     )  # fmt: skip
 
 
-def _warm_up(engine) -> None:
+def resident_engine(cfg: DictConfig, model_path: str, rank: int):
+    """The process's one engine, built once and warmed up."""
+    from unified.trainer.engine import build_engine_from_config
+
+    engine = build_engine_from_config(cfg.rollout, model_path, dtype=cfg.model.dtype, seed=cfg.seed + rank)
+    warm_up(engine)
+    return engine
+
+
+def warm_up(engine) -> None:
     """vLLM's first generate pays one-off set-up (seconds on CPU): do it here, not in round 1."""
     from unified.trainer.engine import SamplingConfig
 
@@ -222,41 +225,11 @@ def save(c: Components, round_index: int) -> Path | None:
 
 @contextmanager
 def phase_engine(c: Components):
-    """The engine for one phase. Resident (default): the one engine, weights already in it.
-    Restart mode: current weights -> a temporary HF folder -> a fresh engine -> torn down."""
+    """The engine for one phase: the one resident engine, metered, weights already in it.
+    (bench/restart_mode.py swaps this for the old design: a fresh engine per phase.)"""
     from unified.telemetry import MeteredEngine
 
-    if c.engine is not None:
-        yield MeteredEngine(c.engine, c.ledger)
-        return
-    from unified.trainer.engine import build_engine_from_config
-
-    state = c.policy.full_state_dict()
-    with tempfile.TemporaryDirectory(prefix="unified-restart-") as folder:
-        c.policy.write_pretrained(folder, state, c.tokenizer)  # each rank: its own local copy
-        engine = build_engine_from_config(c.cfg.rollout, folder, dtype=c.cfg.model.dtype, seed=c.cfg.seed + c.dist.rank,
-                                          allow_another=True)  # fmt: skip
-        _warm_up(engine)  # the old design paid this in every fresh engine too
-        engine.version = c.aggregator.version
-        resident, c.aggregator.engine = c.aggregator.engine, engine  # phase 5 pushes go into it
-        try:
-            yield MeteredEngine(engine, c.ledger)
-        finally:
-            c.aggregator.engine = resident
-            close_keeping_process_group(engine)
-
-
-def close_keeping_process_group(engine) -> None:
-    """Tear an engine down without letting vLLM destroy the default process group (which
-    the policy's FSDP mesh still uses); vLLM's own sub-groups are destroyed as usual."""
-    import torch.distributed as dist
-
-    original = dist.destroy_process_group
-    dist.destroy_process_group = lambda group=None: None if group is None else original(group)
-    try:
-        engine.close()
-    finally:
-        dist.destroy_process_group = original
+    yield MeteredEngine(c.engine, c.ledger)
 
 
 def close(c: Components) -> None:

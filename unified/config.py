@@ -118,8 +118,9 @@ def validate(cfg: DictConfig) -> None:
         raise UserError(f"--resume {resume!r}: no such checkpoint; use auto, none, or an existing checkpoint directory")
     path = cfg.model.path
     if path is not None:
-        looks_local = str(path).startswith((".", "/", "~")) or os.sep in str(path).rstrip(os.sep).split(os.sep, 1)[-1]
-        if looks_local and not Path(str(path)).expanduser().exists():
+        from unified.models import looks_local
+
+        if looks_local(path) and not Path(str(path)).expanduser().exists():
             raise UserError(f"model path {path!r} does not exist: give a local model directory or a Hugging Face model id (model.path=...)")
     check_writable(Path(str(cfg.output_dir)))
 

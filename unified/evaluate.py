@@ -147,12 +147,11 @@ def write_results_json(result: EvalResult, path: str | Path, **settings) -> Path
 def resolve_eval_model(path: str | None) -> str:
     """A model folder from: nothing (tiny model), a model folder / hub id, a checkpoint
     folder (`<ckpt>/model/`), or a checkpoints root whose `latest` names the checkpoint."""
-    from unified.models import resolve_model_path
+    from unified.models import looks_local, resolve_model_path
 
     if path:
         local = Path(str(path)).expanduser()
-        looks_local = str(path).startswith((".", "/", "~")) or local.exists() or str(path).count("/") > 1
-        if looks_local and not local.exists():
+        if looks_local(path) and not local.exists():
             raise UserError(f"model path {str(path)!r} does not exist: give a model folder, a checkpoint folder, or a Hugging Face id")
         if local.is_dir() and not (local / "config.json").exists():
             latest = local / "latest"

@@ -1,6 +1,6 @@
 """The round loop: build everything once, then N rounds of phases 1-4 and phase 5.
 
-    c = build_components(cfg)                 policy, ONE engine, executor, aggregator
+    run = build_components(cfg)               policy, ONE engine, executor, aggregator
     for round r:
         phases 1-4   programs -> IPO triples -> tasks -> validation   (pipeline)
         phase 5      rollouts -> rewards -> verl loss -> aggregator -> push into engine
@@ -14,13 +14,13 @@ import gc
 import logging
 import sys
 import time
-from dataclasses import replace
+from dataclasses import asdict, replace
 
 import torch
 from omegaconf import DictConfig, OmegaConf
 from tqdm import tqdm
 
-from unified import metrics as M
+from unified import metrics
 from unified.components import Components, build_components, check_inputs, close, phase_engine, save
 from unified.config import UserError, check_machine
 from unified.phase5 import Phase5Result, run_phase_5
@@ -31,6 +31,8 @@ from unified.stopping import StopRequest
 from unified.trainer.checkpoint import rng_state, set_rng_state
 from unified.trainer.distributed import all_reduce_int
 from unified.trainer.engine import engine_creations, sampling_from_config
+from unified.trainer.update_stats import UpdateStats
+from unified.types import Rollout
 
 log = logging.getLogger("unified")
 
@@ -44,18 +46,18 @@ def train(cfg: DictConfig) -> int:
     guard = FolderGuard(cfg.output_dir, enabled=_is_main())
     runlog = RunLog(cfg.output_dir, enabled=_is_main())
     try:
-        c = build_components(cfg, inputs)
+        run = build_components(cfg, inputs)
         try:
-            _announce(c, runlog)
+            _announce(run, runlog)
             with StopRequest() as stop:
-                for r in range(c.start_round, cfg.trainer.rounds + 1):
-                    if not run_round(c, runlog, r, stop):
+                for r in range(run.start_round, cfg.trainer.rounds + 1):
+                    if not run_round(run, runlog, r, stop):
                         return stop.exit_code
-            _finish(c, runlog)
-            runlog.image("summary", c.out_dir / "tensorboard" / "summary.png", cfg.trainer.rounds)  # Images tab
+            _finish(run, runlog)
+            runlog.image("summary", run.out_dir / "tensorboard" / "summary.png", cfg.trainer.rounds)  # Images tab
             return 0
         finally:
-            close(c)
+            close(run)
     except BaseException as exc:  # a failed run leaves the folder as it found it (unless it checkpointed)
         runlog.close()
         if guard.restore() and not isinstance(exc, UserError):
@@ -65,76 +67,77 @@ def train(cfg: DictConfig) -> int:
         runlog.close()
 
 
-def run_round(c: Components, runlog: RunLog, r: int, stop: StopRequest) -> bool:
+def run_round(run: Components, runlog: RunLog, r: int, stop: StopRequest) -> bool:
     """One round; False when a stop signal ended the run (after a checkpoint)."""
     start, rng_at_start = time.perf_counter(), rng_state()
     with runlog.phase(r, "phase_1_4") as t14:
-        data, all_data = phases_1_to_4(c, r)
+        data, all_data = phases_1_to_4(run, r)
     if _stop_requested(stop):  # nothing trained yet this round: save the state it started from
         set_rng_state(rng_at_start)
-        save(c, r - 1)
+        save(run, r - 1)
         return False
     with runlog.phase(r, "phase_5") as t5:
-        result, rows = phase_5(c, r, data.tasks)
+        result, rows = phase_5(run, r, data.tasks)
     gc.collect()  # free between rounds; the engine stays
     if torch.cuda.is_available():
         torch.cuda.empty_cache()
-    m = {**M.pipeline_metrics(all_data), **M.rollout_metrics(rows), **M.train_metrics(M.gather(result.train))}
-    m.update(_pass_at_k(c, data))
-    m.update(_compute_and_fit(c, m, r))
-    m.update(M.executor_metrics(c.executor))  # executor/: this round's sandbox calls and timeouts by kind
-    m.update(M.state_metrics(c.aggregator, memory_stats()))
-    if c.dist.world_size > 1:
-        m["engine/ranks_agree"] = _engines_agree(c)
-    m.update({"time/phase_1_4": t14["seconds"], "time/phase_5": t5["seconds"], "time/push": result.train.get("push_s", 0.0),
+    scalars = {**metrics.pipeline_metrics(all_data), **metrics.rollout_metrics(rows)}
+    scalars.update(metrics.train_metrics(metrics.gather(result.train)))
+    scalars.update(_pass_at_k(run, data))
+    scalars.update(_compute_and_fit(run, scalars, r))
+    scalars.update(metrics.executor_metrics(run.executor))  # executor/: this round's sandbox calls and timeouts by kind
+    scalars.update(metrics.state_metrics(run.aggregator, run.engine, memory_stats()))
+    if run.dist.world_size > 1:
+        scalars["engine/ranks_agree"] = _engines_agree(run)
+    scalars.update({"time/phase_1_4": t14["seconds"], "time/phase_5": t5["seconds"], "time/push": result.train.push_s,
               "time/round": time.perf_counter() - start, **{f"time/phase_5_{k}": s for k, s in result.seconds.items()}})  # fmt: skip
-    _report(c, runlog, r, m, all_data, rows)
+    _report(run, runlog, r, scalars, all_data, rows)
     stopping = _stop_requested(stop)
-    if r % c.cfg.trainer.save_every == 0 or r == c.cfg.trainer.rounds or stopping:
-        save(c, r)
+    if r % run.cfg.trainer.save_every == 0 or r == run.cfg.trainer.rounds or stopping:
+        save(run, r)
     return not stopping
 
 
-def phases_1_to_4(c: Components, r: int):
+def phases_1_to_4(run: Components, r: int):
     """This rank's RoundData, and every rank's merged (written as Parquet by rank 0)."""
-    t = c.cfg.trainer
+    t = run.cfg.trainer
     evaluate = t.eval_every > 0 and (r - 1) % t.eval_every == 0
-    pipeline = replace(c.pipeline, evaluate_baseline=c.pipeline.evaluate_baseline and evaluate)
-    with _bar(f"round {r} phases 1-4", 5, c) as bar, phase_engine(c) as engine:
-        data = run_phases_1_to_4(c.problems, engine, c.executor, pipeline, r, c.cfg.seed, lambda *_: bar.update())
-    all_data = M.merge_rounds(M.gather(data))
-    if c.dist.is_main:
-        write_round(c.out_dir / f"round_{r}", all_data)
+    pipeline = replace(run.pipeline, evaluate_baseline=run.pipeline.evaluate_baseline and evaluate)
+    with _bar(f"round {r} phases 1-4", 5, run) as bar, phase_engine(run) as engine:
+        data = run_phases_1_to_4(run.problems, engine, run.executor, pipeline, r, run.cfg.seed, lambda *_: bar.update())
+    all_data = metrics.merge_rounds(metrics.gather(data))
+    if run.dist.is_main:
+        write_round(run.out_dir / f"round_{r}", all_data)
     log.info("round %d: %d tasks kept of %d candidates", r, len(all_data.tasks), len(all_data.candidate_tasks))
     return data, all_data
 
 
-def phase_5(c: Components, r: int, tasks) -> tuple[Phase5Result, list[dict]]:
+def phase_5(run: Components, r: int, tasks) -> tuple[Phase5Result, list[Rollout]]:
     """Rollouts, rewards and updates on this rank's tasks; every rank's rollout rows."""
-    result = Phase5Result((), {}, {})
+    result = Phase5Result((), UpdateStats(), {})
     if all_reduce_int(len(tasks), "sum") == 0:
         log.warning("round %d: no valid tasks, phase 5 skipped", r)
     else:
-        sampling = sampling_from_config(c.cfg.rollout, seed=(c.cfg.seed * 100_003 + r) * 7919)
-        with _bar(f"round {r} phase 5", None, c) as bar, phase_engine(c) as engine:
-            result = run_phase_5(tasks, engine, c.executor, c.aggregator, c.update, c.pipeline, sampling,
-                                 round_index=r, pad_token_id=c.tokenizer.pad_token_id, on_chunk=bar.update,
-                                 update_weights=c.cfg.trainer.get("update_weights", True), ledger=c.ledger)  # fmt: skip
-    rows = [row for part in M.gather(list(result.rollouts)) for row in part]
-    if c.dist.is_main:
-        write_rows(c.out_dir / f"round_{r}", "rollouts", rows)
-    log.info("round %d: phase 5 on %d rollouts, %d optimizer step(s)", r, len(rows), result.train.get("steps", 0))
+        sampling = sampling_from_config(run.cfg.rollout, seed=(run.cfg.seed * 100_003 + r) * 7919)
+        with _bar(f"round {r} phase 5", None, run) as bar, phase_engine(run) as engine:
+            result = run_phase_5(tasks, engine, run.executor, run.aggregator, run.update, run.pipeline, sampling,
+                                 round_index=r, pad_token_id=run.tokenizer.pad_token_id, on_chunk=bar.update,
+                                 update_weights=run.cfg.trainer.get("update_weights", True), ledger=run.ledger)  # fmt: skip
+    rows = [row for part in metrics.gather(list(result.rollouts)) for row in part]
+    if run.dist.is_main:
+        write_rows(run.out_dir / f"round_{r}", "rollouts", [asdict(row) for row in rows])
+    log.info("round %d: phase 5 on %d rollouts, %d optimizer step(s)", r, len(rows), result.train.steps)
     return result, rows
 
 
-def _pass_at_k(c: Components, data) -> dict:
+def _pass_at_k(run: Components, data) -> dict:
     """`eval/pass@k` (unbiased) from phase 1's samples, for the k in `trainer.pass_at_k`."""
-    ks = list(c.cfg.trainer.get("pass_at_k") or [])
+    ks = list(run.cfg.trainer.get("pass_at_k") or [])
     if not ks or not data.pass_at_1 or all(v is None for v in data.pass_at_1.values()):
         return {}
     from unified.pass_at_k import round_pass_at_k
 
-    parts = M.gather(round_pass_at_k(data, c.executor, c.pipeline.num_programs, ks))
+    parts = metrics.gather(round_pass_at_k(data, run.executor, run.pipeline.num_programs, ks))
     return {_pass_at_k_key(k): sum(v for p in parts for v in p.get(k, [])) / max(1, sum(len(p.get(k, [])) for p in parts))
             for k in ks if any(k in p for p in parts)}  # fmt: skip
 
@@ -144,96 +147,96 @@ def _pass_at_k_key(k: int) -> str:
     return "eval/pass@1_sampled" if k == 1 else f"eval/pass@{k}"
 
 
-def _compute_and_fit(c: Components, m: dict, r: int) -> dict:
+def _compute_and_fit(run: Components, scalars: dict, r: int) -> dict:
     """`compute/*` summed over ranks; with this round's pass@1, the ScaleRL fit so far."""
-    parts = M.gather(c.ledger.metrics())
+    parts = metrics.gather(run.ledger.metrics())
     out = {k: sum(p[k] for p in parts) for k in parts[0]}
-    if "eval/pass@1" in m:
-        c.eval_history.append((out["compute/total_s"], m["eval/pass@1"]))
-    return {**out, **_fit(c, out)}
+    if "eval/pass@1" in scalars:
+        run.eval_history.append((out["compute/total_s"], scalars["eval/pass@1"]))
+    return {**out, **_fit(run, out)}
 
 
-def _fit(c: Components, compute: dict) -> dict:
+def _fit(run: Components, compute: dict) -> dict:
     from unified.scaling_fit import fit_metrics, write_fit_summary
 
-    if not c.dist.is_main:
+    if not run.dist.is_main:
         return {}
-    history = list(c.eval_history)
-    summary = write_fit_summary(c.out_dir / "eval_fit_summary.json", c.cfg.benchmark.name, [h[0] for h in history],
+    history = list(run.eval_history)
+    summary = write_fit_summary(run.out_dir / "eval_fit_summary.json", run.cfg.benchmark.name, [h[0] for h in history],
                                 [h[1] for h in history], compute)  # fmt: skip
-    return fit_metrics(c.cfg.benchmark.name, summary)
+    return fit_metrics(run.cfg.benchmark.name, summary)
 
 
-def _report(c: Components, runlog: RunLog, r: int, m: dict, data, rows: list[dict]) -> None:
-    runlog.scalars(r, m)
-    if c.dist.is_main:
-        M.append_jsonl(c.out_dir / "metrics.jsonl", {"round": r, **m})
-        for row in rows[: c.cfg.trainer.log_samples]:
-            runlog.text(r, f"samples/{row['kind']}", f"**task** `{row['task_id']}`  reward {row['reward']}\n\n```\n{row['completion']}\n```")
-        for task in data.tasks[: c.cfg.trainer.log_samples]:
+def _report(run: Components, runlog: RunLog, r: int, scalars: dict, data, rows: list[Rollout]) -> None:
+    runlog.scalars(r, scalars)
+    if run.dist.is_main:
+        metrics.append_jsonl(run.out_dir / "metrics.jsonl", {"round": r, **scalars})
+        for row in rows[: run.cfg.trainer.log_samples]:
+            runlog.text(r, f"samples/{row.kind}", f"**task** `{row.task_id}`  reward {row.reward}\n\n```\n{row.completion}\n```")
+        for task in data.tasks[: run.cfg.trainer.log_samples]:
             runlog.text(r, f"tasks/{task.kind}", f"```\n{task.prompt}\n```\n\n**gold**: `{task.gold}`")
-    log.info(M.summary_line(r, c.cfg.trainer.rounds, m, algorithm=c.cfg.algorithm.adv_estimator))
+    log.info(metrics.summary_line(r, run.cfg.trainer.rounds, scalars, algorithm=run.cfg.algorithm.adv_estimator))
 
 
-def _announce(c: Components, runlog: RunLog) -> None:
-    runlog.open_tensorboard(c.start_round)
-    if c.dist.is_main:
-        M.truncate_jsonl(c.out_dir / "metrics.jsonl", c.start_round)  # rounds a killed run did not checkpoint
-    flat = {k: str(v) for k, v in _flatten(OmegaConf.to_container(c.cfg, resolve=True)).items()}
+def _announce(run: Components, runlog: RunLog) -> None:
+    runlog.open_tensorboard(run.start_round)
+    if run.dist.is_main:
+        metrics.truncate_jsonl(run.out_dir / "metrics.jsonl", run.start_round)  # rounds a killed run did not checkpoint
+    flat = {k: str(v) for k, v in _flatten(OmegaConf.to_container(run.cfg, resolve=True)).items()}
     runlog.hparams(flat, metrics=("eval/pass@1", "eval/final_pass@1", "reward/mean", "losses/total"))
-    weights = f" (weights from checkpoint {c.resumed_from})" if c.resumed_from else ""
+    weights = f" (weights from checkpoint {run.resumed_from})" if run.resumed_from else ""
     log.info("run %s: %s on model %s%s, %d problems over %d rank(s), engine %s (engine creations: %d)",
-             c.out_dir, c.cfg.algorithm.adv_estimator, M.model_label(c.cfg), weights, len(c.all_problem_ids),
-             c.dist.world_size, c.cfg.rollout.backend, engine_creations())  # fmt: skip
-    if c.pipeline.seed_programs == "canonical":
+             run.out_dir, run.cfg.algorithm.adv_estimator, metrics.model_label(run.cfg), weights, len(run.all_problem_ids),
+             run.dist.world_size, run.cfg.rollout.backend, engine_creations())  # fmt: skip
+    if run.pipeline.seed_programs == "canonical":
         log.info("pipeline.seed_programs=canonical: each problem's reference solution is added to the model's own "
                  "programs to build tasks from (the embedded tiny model writes noise); pipeline.seed_programs=none turns it off")  # fmt: skip
-    log.info(M.legend_line())
-    if c.start_round > c.cfg.trainer.rounds:
-        log.info("the checkpoint already covers round %d of %d: nothing to run", c.start_round - 1, c.cfg.trainer.rounds)
+    log.info(metrics.legend_line())
+    if run.start_round > run.cfg.trainer.rounds:
+        log.info("the checkpoint already covers round %d of %d: nothing to run", run.start_round - 1, run.cfg.trainer.rounds)
 
 
-def _finish(c: Components, runlog: RunLog) -> None:
-    if c.cfg.trainer.eval_every > 0:
-        final_evaluation(c, runlog)
-    if c.dist.is_main and (c.out_dir / "metrics.jsonl").exists():
+def _finish(run: Components, runlog: RunLog) -> None:
+    if run.cfg.trainer.eval_every > 0:
+        final_evaluation(run, runlog)
+    if run.dist.is_main and (run.out_dir / "metrics.jsonl").exists():
         from unified.plots import plot_run
 
-        png = c.out_dir / "tensorboard" / "summary.png"
-        plot_run(c.out_dir / "metrics.jsonl", png)
+        png = run.out_dir / "tensorboard" / "summary.png"
+        plot_run(run.out_dir / "metrics.jsonl", png)
         log.info("summary plot: %s", png)
-    log.info("done: version %d, engine creations %d, logs in %s", c.aggregator.version, engine_creations(), c.out_dir)
+    log.info("done: version %d, engine creations %d, logs in %s", run.aggregator.version, engine_creations(), run.out_dir)
 
 
-def final_evaluation(c: Components, runlog: RunLog) -> None:
+def final_evaluation(run: Components, runlog: RunLog) -> None:
     """Greedy pass@1 of the final weights on the hidden tests; EvalPlus samples.jsonl."""
     from unified.evaluate import EvalResult, evaluate, write_results_json, write_samples_jsonl
 
-    with phase_engine(c) as engine:
-        parts = M.gather(evaluate(c.problems, engine, c.executor, c.pipeline.program_max_tokens, seed=c.cfg.seed))
+    with phase_engine(run) as engine:
+        parts = metrics.gather(evaluate(run.problems, engine, run.executor, run.pipeline.program_max_tokens, seed=run.cfg.seed))
     per_problem = {k: v for p in parts for k, v in p.per_problem.items()}
     scored = [v for v in per_problem.values() if v is not None]
     result = EvalResult(sum(scored) / len(scored) if scored else 0.0, per_problem, [s for p in parts for s in p.samples],
                         parts[0].budget)  # fmt: skip
-    parts = M.gather(c.ledger.metrics())
+    parts = metrics.gather(run.ledger.metrics())
     compute = {k: sum(p[k] for p in parts) for k in parts[0]}
-    c.eval_history.append((compute["compute/total_s"], result.pass_at_1))
-    fit = _fit(c, compute)  # the last point of the curve: the final weights
-    if c.dist.is_main:
-        write_samples_jsonl(result.samples, c.out_dir / "eval" / "samples.jsonl")
-        write_results_json(result, c.out_dir / "eval" / "eval_results.json", version=c.aggregator.version)
-        runlog.scalars(c.cfg.trainer.rounds, {"eval/final_pass@1": result.pass_at_1, **compute, **fit})
+    run.eval_history.append((compute["compute/total_s"], result.pass_at_1))
+    fit = _fit(run, compute)  # the last point of the curve: the final weights
+    if run.dist.is_main:
+        write_samples_jsonl(result.samples, run.out_dir / "eval" / "samples.jsonl")
+        write_results_json(result, run.out_dir / "eval" / "eval_results.json", version=run.aggregator.version)
+        runlog.scalars(run.cfg.trainer.rounds, {"eval/final_pass@1": result.pass_at_1, **compute, **fit})
     log.info("final pass@1 %.3f (%d/%d problems) at version %d: %s", result.pass_at_1, result.passed, result.scored,
-             c.aggregator.version, c.out_dir / "eval" / "samples.jsonl")  # fmt: skip
+             run.aggregator.version, run.out_dir / "eval" / "samples.jsonl")  # fmt: skip
 
 
-def _engines_agree(c: Components) -> float:
+def _engines_agree(run: Components) -> float:
     """1.0 when every rank's engine answers a fixed greedy probe identically (same weights)."""
     from unified.trainer.engine import SamplingConfig
 
-    with phase_engine(c) as engine:
+    with phase_engine(run) as engine:
         probe = engine.generate(["def add(a, b):"], SamplingConfig(n=1, temperature=0.0, max_tokens=8, seed=0))[0][0]
-    answers = M.gather((probe.token_ids, [round(x, 4) for x in probe.logprobs], probe.version))
+    answers = metrics.gather((probe.token_ids, [round(x, 4) for x in probe.logprobs], probe.version))
     return float(all(a == answers[0] for a in answers))
 
 
@@ -241,8 +244,8 @@ def _stop_requested(stop: StopRequest) -> bool:
     return all_reduce_int(int(stop.requested), "max") == 1  # every rank stops together
 
 
-def _bar(desc: str, total: int | None, c: Components):
-    return tqdm(total=total, desc=desc, disable=None if c.dist.is_main else True, leave=False)
+def _bar(desc: str, total: int | None, run: Components):
+    return tqdm(total=total, desc=desc, disable=None if run.dist.is_main else True, leave=False)
 
 
 def _is_main() -> bool:

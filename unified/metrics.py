@@ -25,6 +25,8 @@ from typing import Sequence
 import torch.distributed as dist
 
 from unified.trainer.engine import engine_creations
+from unified.trainer.update_stats import UpdateStats, token_weighted_mean
+from unified.types import Rollout
 from unified import kinds
 
 LOSS_KEYS = {"pg_loss": "losses/pg_loss", "kl": "losses/kl", "entropy": "losses/entropy", "loss": "losses/total",
@@ -70,39 +72,34 @@ def pipeline_metrics(data) -> dict:
     return out
 
 
-def rollout_metrics(rows: Sequence[dict]) -> dict:
+def rollout_metrics(rows: Sequence[Rollout]) -> dict:
     out = {}
     for kind in kinds.KINDS:
-        rewards = [r["reward"] for r in rows if r["kind"] == kind]
+        rewards = [r.reward for r in rows if r.kind == kind]
         if rewards:
             out[f"reward/{kind}"] = sum(rewards) / len(rewards)
     if rows:
-        out["reward/mean"] = sum(r["reward"] for r in rows) / len(rows)
-        out["reward/parse_failure_rate"] = sum(r["parse_failure"] is not None for r in rows) / len(rows)
-        out["reward/completion_tokens"] = sum(r["num_tokens"] for r in rows) / len(rows)
+        out["reward/mean"] = sum(r.reward for r in rows) / len(rows)
+        out["reward/parse_failure_rate"] = sum(r.parse_failure is not None for r in rows) / len(rows)
+        out["reward/completion_tokens"] = sum(r.num_tokens for r in rows) / len(rows)
     out["tasks/rollouts"] = len(rows)
     return out
 
 
-def train_metrics(parts: Sequence[dict]) -> dict:
-    """Update metrics of every rank (token-weighted means, summed counts)."""
-    parts = [p for p in parts if p]
+def train_metrics(parts: Sequence[UpdateStats]) -> dict:
+    """Every rank's update (token-weighted means, summed counts) -> metric names."""
+    parts = [p for p in parts if p.micro_batches or p.samples]
     if not parts:
         return {}
     out = {}
-    tokens = [p.get("tokens", 0) for p in parts]
-    for key, name in LOSS_KEYS.items():
-        pairs = [(p[key], t) for p, t in zip(parts, tokens) if key in p and math.isfinite(p[key]) and t]
-        if pairs:
-            out[name] = sum(v * t for v, t in pairs) / sum(t for _, t in pairs)
-    pairs = [(p["pg_clipfrac"], t) for p, t in zip(parts, tokens) if "pg_clipfrac" in p and t]
-    if pairs:
-        out["train/clip_frac"] = sum(v * t for v, t in pairs) / sum(t for _, t in pairs)
-    out["train/grad_norm"] = parts[0].get("grad_norm")  # the global norm: the same on every rank
-    out["train/steps"] = parts[0].get("steps", 0)
-    out["train/skipped_nonfinite"] = parts[0].get("skipped_nonfinite", 0)
+    for key, name in {**LOSS_KEYS, "pg_clipfrac": "train/clip_frac"}.items():
+        value = token_weighted_mean((p.losses[key], p.tokens) for p in parts if key in p.losses)
+        if math.isfinite(value):
+            out[name] = value
+    first = parts[0]  # the global grad norm and the step count are the same on every rank
+    out.update({"train/grad_norm": first.grad_norm, "train/steps": first.steps, "train/skipped_nonfinite": first.skipped_nonfinite})
     for key in ("samples", "used", "dropped_stale", "dropped_empty", "tokens"):
-        out[f"train/{key}"] = sum(p.get(key, 0) for p in parts)
+        out[f"train/{key}"] = sum(getattr(p, key) for p in parts)
     return out
 
 
@@ -121,7 +118,8 @@ def executor_metrics(executor) -> dict:
     return {f"executor/{k}": sum(p.get(k, 0) for p in parts) for k in sorted({k for p in parts for k in p})}
 
 
-def state_metrics(aggregator, memory: dict) -> dict:
+def state_metrics(aggregator, engine, memory: dict) -> dict:
+    """Weight versions (the aggregator) and pushes (the resident engine; none in restart mode)."""
     stats = aggregator.stats()
     out = {
         "weights/version": stats["version"],
@@ -129,9 +127,9 @@ def state_metrics(aggregator, memory: dict) -> dict:
         "weights/total_contributions": stats["total_contributions"],
         "weights/pending_contributions": stats["pending_contributions"],
         "engine/creations": engine_creations(),
-        "engine/pushes": stats["pushes"],
-        "engine/failed_pushes": stats["failed_pushes"],
-        "engine/last_push_s": stats["last_push_s"],
+        "engine/pushes": engine.pushes if engine is not None else 0,
+        "engine/failed_pushes": engine.failed_pushes if engine is not None else 0,
+        "engine/last_push_s": engine.last_push_phases.get("total", 0.0) if engine is not None else 0.0,
         "train/dropped_stale_total": stats["dropped_stale"],
         "train/skipped_nonfinite_total": stats["skipped_nonfinite"],
     }

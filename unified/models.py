@@ -44,6 +44,13 @@ def _tiny_dir() -> str:
 BUILTIN_MODELS = {"smollm2": _smollm2_dir, "tiny": _tiny_dir}  # name -> builds/finds its HF folder
 
 
+def looks_local(path: str) -> bool:
+    """A filesystem path rather than a hub id ("org/name"): it starts with `.`, `/` or `~`,
+    exists, or has more than one slash. The one rule for every place that takes a model."""
+    text = str(path)
+    return text.startswith((".", "/", "~")) or Path(text).expanduser().exists() or text.rstrip("/").count("/") > 1
+
+
 def is_builtin(path: str | None) -> bool:
     return not path or str(path) in BUILTIN_MODELS
 
@@ -56,7 +63,7 @@ def resolve_model_path(path: str | None) -> str:
     if str(path) in BUILTIN_MODELS:
         return BUILTIN_MODELS[str(path)]()
     local = Path(str(path)).expanduser()
-    if str(path).startswith(("/", ".", "~")) and not local.exists():
+    if looks_local(path) and not local.exists():
         raise UserError(f"model path {str(path)!r} does not exist: give an existing Hugging Face model folder or a hub id")
     if local.is_dir():
         if not (local / "config.json").exists():

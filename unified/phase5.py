@@ -4,8 +4,8 @@ sandbox, and the RL update through the aggregator.
     for each chunk of tasks (as many samples as the staleness budget allows):
         engine.generate(n per task prompt)      behaviour log-probs + weight version
         score_rollouts (sandbox)                verifiable rewards, parse failures
-        train_on_samples                        verl advantages + loss -> aggregator
-                                                (optimizer steps push into the engine)
+        train_on_samples                        verl advantages + loss -> aggregator.backward;
+                                                aggregator.step(), then push_weights(engine)
 
 Chunks keep rollouts fresh: a chunk holds `steps_per_generation` optimizer steps' worth of
 samples, where `steps_per_generation = (max_staleness + 1) // ppo_epochs`, so no sample
@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import math
 import time
-from contextlib import nullcontext
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, replace
 from typing import Callable, Sequence
 
@@ -26,13 +26,14 @@ from unified.trainer.aggregator import Aggregator
 from unified.trainer.distributed import all_reduce_int
 from unified.trainer.engine import Engine, SamplingConfig
 from unified.trainer.update import UpdateConfig, train_on_samples
-from unified.types import Sample, Task
+from unified.trainer.update_stats import UpdateStats, merge_chunks
+from unified.types import Rollout, Sample, Task
 
 
 @dataclass(frozen=True)
 class Phase5Result:
-    rollouts: tuple[dict, ...]  # one row per completion (Parquet: rollouts.parquet)
-    train: dict  # averaged update metrics over the chunks (losses, grad norm, steps, ...)
+    rollouts: tuple[Rollout, ...]  # one per completion (Parquet: rollouts.parquet)
+    train: UpdateStats  # this rank's update, merged over the chunks
     seconds: dict  # generate / score / train
 
 
@@ -60,57 +61,47 @@ def run_phase_5(
     """`update_weights=False` is the no-training control: the same rollouts and rewards, no
     step. `ledger` (telemetry.ComputeLedger) accumulates the update's compute."""
     size = tasks_per_chunk(aggregator, update, sampling.n)
-    chunks = all_reduce_int(math.ceil(len(tasks) / size), "max")
-    rows: list[dict] = []
-    summaries: list[dict] = []
+    rows: list[Rollout] = []
+    summaries: list[UpdateStats] = []
     seconds = {"generate": 0.0, "score": 0.0, "train": 0.0}
-    for c in range(chunks):
+    for c in range(all_reduce_int(math.ceil(len(tasks) / size), "max")):  # every rank runs as many chunks
         chunk = list(tasks[c * size : (c + 1) * size])
         seed = None if sampling.seed is None else sampling.seed + 1000 * c
-        clock = time.perf_counter()
-        outputs = engine.generate([t.messages for t in chunk], replace(sampling, seed=seed)) if chunk else []
-        seconds["generate"] += time.perf_counter() - clock
-        clock = time.perf_counter()
-        scores = score_rollouts(chunk, outputs, executor, pipeline) if chunk else []
-        seconds["score"] += time.perf_counter() - clock
-        samples = []
-        for g, (task, group, scored) in enumerate(zip(chunk, outputs, scores)):
-            for completion, (reward, failure) in zip(group, scored):
-                samples.append(
-                    Sample(completion.prompt_token_ids, completion.token_ids, completion.logprobs, reward,
-                           group=g, version=completion.version, kind=task.kind)
-                )
-                rows.append(
-                    dict(round=round_index, task_id=task.task_id, kind=task.kind, completion=completion.text,
-                         reward=float(reward), parse_failure=failure, finish_reason=completion.finish_reason,
-                         num_tokens=len(completion.token_ids), version=completion.version)
-                )
-        clock = time.perf_counter()
-        if update_weights:
-            with ledger.measure("update") if ledger is not None else nullcontext():
-                summaries.append(train_on_samples(samples, aggregator, update, pad_token_id=pad_token_id))
-            if ledger is not None:
-                ledger.add_tokens("update", sum(len(s.prompt_token_ids) + len(s.token_ids) for s in samples))
-        seconds["train"] += time.perf_counter() - clock
+        with _timed(seconds, "generate"):
+            outputs = engine.generate([t.messages for t in chunk], replace(sampling, seed=seed)) if chunk else []
+        with _timed(seconds, "score"):
+            scores = score_rollouts(chunk, outputs, executor, pipeline) if chunk else []
+        samples, rollouts = _scored(chunk, outputs, scores, round_index)
+        rows += rollouts
+        with _timed(seconds, "train"):
+            if update_weights:
+                with ledger.measure("update", _tokens(samples)) if ledger is not None else nullcontext():
+                    summaries.append(train_on_samples(samples, aggregator, update, engine=engine, pad_token_id=pad_token_id))
         if on_chunk is not None:
             on_chunk()
-    return Phase5Result(tuple(rows), merge_summaries(summaries), seconds)
+    return Phase5Result(tuple(rows), merge_chunks(summaries), seconds)
 
 
-def merge_summaries(summaries: Sequence[dict]) -> dict:
-    """Token-weighted means of the per-chunk metrics; counts summed; versions joined."""
-    if not summaries:
-        return {}
-    counts = ("steps", "skipped_nonfinite", "micro_batches", "tokens", "samples", "used", "dropped_empty",
-              "dropped_stale", "push_s")  # fmt: skip
-    out: dict = {k: sum(s.get(k, 0) for s in summaries) for k in counts}
-    out["versions"] = [v for s in summaries for v in s.get("versions", [])]
-    out["version"] = summaries[-1].get("version")
-    weight = sum(s.get("tokens", 0) for s in summaries)
-    means = {k for s in summaries for k, v in s.items() if k not in out and isinstance(v, float)}
-    for key in means:
-        pairs = [(s[key], s.get("tokens", 0)) for s in summaries if key in s and math.isfinite(s[key])]
-        w = sum(t for _, t in pairs)
-        out[key] = sum(v * t for v, t in pairs) / w if w else (pairs[0][0] if pairs else float("nan"))
-    out["tokens"] = weight
-    return out
+def _scored(chunk: Sequence[Task], outputs, scores, round_index: int) -> tuple[list[Sample], list[Rollout]]:
+    """What the trainer consumes (one group per task) and what rollouts.parquet keeps."""
+    samples, rows = [], []
+    for g, (task, group, scored) in enumerate(zip(chunk, outputs, scores)):
+        for completion, (reward, failure) in zip(group, scored):
+            samples.append(Sample(completion.prompt_token_ids, completion.token_ids, completion.logprobs, reward,
+                                  group=g, version=completion.version, kind=task.kind))  # fmt: skip
+            rows.append(Rollout(round_index, task.task_id, task.kind, completion.text, float(reward), failure,
+                                completion.finish_reason, len(completion.token_ids), completion.version))  # fmt: skip
+    return samples, rows
+
+
+def _tokens(samples: Sequence[Sample]) -> int:
+    return sum(len(s.prompt_token_ids) + len(s.token_ids) for s in samples)
+
+
+@contextmanager
+def _timed(seconds: dict, key: str):
+    clock = time.perf_counter()
+    try:
+        yield
+    finally:
+        seconds[key] += time.perf_counter() - clock

@@ -10,7 +10,7 @@ an earlier stage produced. Python values (test arguments, outputs) are kept as v
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 @dataclass(frozen=True)
 class TestCase:
@@ -51,6 +51,21 @@ class Completion:
 
 
 @dataclass(frozen=True)
+class Rollout:
+    """One scored completion of a phase-5 task: a row of rollouts.parquet."""
+
+    round: int
+    task_id: str
+    kind: str
+    completion: str
+    reward: float
+    parse_failure: str | None  # why the answer could not be read (format penalty), else None
+    finish_reason: str
+    num_tokens: int
+    version: int  # weight version that generated it
+
+
+@dataclass(frozen=True)
 class Sample:
     """One scored rollout, what the trainer consumes (phase 5)."""
 
@@ -61,7 +76,6 @@ class Sample:
     group: int  # samples of the same prompt share a group (GRPO normalisation)
     version: int  # weight version that generated it (staleness = current - version)
     kind: str = ""  # task kind, for per-type metrics
-    meta: dict = field(default_factory=dict, compare=False, hash=False)
 
 
 # ---------------------------------------------------------------- pipeline (phases 1-4)

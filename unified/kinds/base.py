@@ -35,7 +35,9 @@ class TaskKind(Protocol):
     NAME: str  # "deduction": Task.kind, metric keys (reward/deduction), config task_types
     LETTER: str  # "D": its column in the console's tasks line
 
-    def build(self, problem: Problem, program: Program, triples: Sequence[IOTriple], opts: BuildOptions) -> tuple[list[Task], list[Rejection]]:
+    def build(
+        self, problem: Problem, program: Program, triples: Sequence[IOTriple], opts: BuildOptions
+    ) -> tuple[list[Task], list[Rejection]]:
         """Candidate tasks from one program's (input, output) triples, in triple order."""
 
     def parse(self, task: Task, answer: str) -> tuple[object, str | None]:

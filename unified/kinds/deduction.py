@@ -22,7 +22,9 @@ def prompt(program: Program, args: tuple) -> str:
     )
 
 
-def build(problem: Problem, program: Program, triples: Sequence[IOTriple], opts: BuildOptions) -> tuple[list[Task], list[Rejection]]:
+def build(
+    problem: Problem, program: Program, triples: Sequence[IOTriple], opts: BuildOptions
+) -> tuple[list[Task], list[Rejection]]:
     tasks = [
         Task(
             task_id=f"{program.program_id}:{NAME}:{i}",

@@ -25,7 +25,9 @@ def prompt(problem: Problem, shown: Sequence[TestCase]) -> str:
     )
 
 
-def build(problem: Problem, program: Program, triples: Sequence[IOTriple], opts: BuildOptions) -> tuple[list[Task], list[Rejection]]:
+def build(
+    problem: Problem, program: Program, triples: Sequence[IOTriple], opts: BuildOptions
+) -> tuple[list[Task], list[Rejection]]:
     """One task: up to `shown_pairs` pairs shown (at least one held out), visible inputs
     first, so programs that behave alike give the same prompt (a duplicate)."""
     if opts.visible_passing is not None and program.program_id not in opts.visible_passing:

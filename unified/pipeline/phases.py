@@ -112,87 +112,75 @@ def run_phases_1_to_4(
 ) -> RoundData:
     """`on_phase(name, seconds)` is called as each sub-phase ends (progress bars, logs)."""
     round_seed = seed * 100_003 + round_index  # differs per round, reproducible per run
-    timings, rejections = {}, []
-    clock = time.perf_counter()
-
-    def lap(name: str) -> None:
-        nonlocal clock
-        now = time.perf_counter()
-        timings[name] = now - clock
-        clock = now
-        if on_phase is not None:
-            on_phase(name, timings[name])
-
-    # Phase 1: baseline on hidden tests (evaluation only), then K candidate programs.
+    lap, rejections = _Laps(on_phase), []
     pass_at_1 = {p.task_id: None for p in problems}
-    if cfg.evaluate_baseline:
+    if cfg.evaluate_baseline:  # evaluation only: hidden tests never reach a task
         pass_at_1 = evaluation.pass_at_1(problems, generator, executor.run_batch, cfg.program_max_tokens, round_seed)
     lap("baseline")
-    candidates: list[Program] = phase1.canonical_programs(problems) if cfg.seed_programs == "canonical" else []
-    if cfg.num_programs > 0:
-        sampling = SamplingConfig(
-            n=cfg.num_programs, temperature=cfg.program_temperature, max_tokens=cfg.program_max_tokens, seed=round_seed
-        )
-        sampled, rej = phase1.generate_programs(problems, generator, sampling)
-        candidates += sampled
-        rejections += rej
-    kept, rej = phase1.deduplicate(candidates)
-    rejections += rej
-    # A program that fails a visible example still defines its own deduction/abduction
-    # answers; only induction needs pairs that agree with the problem text.
-    passing, rej = phase1.check_visible(kept, problems, executor.run_batch)
-    rejections += rej
-    if cfg.keep_passing_visible:
-        kept = [p for p in kept if p.program_id in passing]
+    candidates, kept, passing = _phase_1(problems, generator, executor, cfg, round_seed, rejections)
     lap("phase_1")
-
-    # Phase 2: inputs (visible + proposed), every program on every input, run twice.
-    sampling = SamplingConfig(
-        n=1, temperature=cfg.input_temperature, max_tokens=cfg.input_max_tokens, seed=round_seed + 1
-    )
-    with_programs = [p for p in problems if any(prog.problem_id == p.task_id for prog in kept)]
-    inputs, rej = ipo.propose_inputs(with_programs, generator, sampling, cfg.num_proposed_inputs)
-    rejections += rej
-    triples, rej = ipo.execute(kept, inputs, executor.run_twice, cfg.max_output_chars)
-    rejections += rej
+    triples = _phase_2(problems, kept, generator, executor, cfg, round_seed, rejections)
     lap("phase_2")
-
-    # Phase 3: candidate tasks.
     opts = BuildOptions(
         shown_pairs=cfg.induction_shown,
         visible_passing=frozenset(passing) if cfg.induction_needs_visible else None,
         partial_credit=cfg.induction_reward == "fraction",
     )
-    candidate_tasks, rej = phase3.build_tasks(problems, kept, triples, cfg.task_types, opts)
-    rejections += rej
+    candidate_tasks = _collect(rejections, phase3.build_tasks(problems, kept, triples, cfg.task_types, opts))
     lap("phase_3")
-
-    # Phase 4: task-level validation, caps and balance.
-    tasks, rej = validate.validate_tasks(
-        candidate_tasks,
-        triples,
-        cfg.max_tasks_per_type_per_problem,
-        cfg.balance_types,
-        round_seed,
-        cfg.induction_reward,
-    )
-    rejections += rej
-    tasks, rej = cap_tasks(tasks, cfg.max_tasks, round_seed)
-    rejections += rej
+    tasks = _collect(rejections, validate.validate_tasks(candidate_tasks, triples, cfg.max_tasks_per_type_per_problem,
+                                                         cfg.balance_types, round_seed, cfg.induction_reward))  # fmt: skip
+    tasks = _collect(rejections, cap_tasks(tasks, cfg.max_tasks, round_seed))
     lap("phase_4")
+    return RoundData(round_index=round_index, problems=tuple(problems), pass_at_1=pass_at_1,
+                     program_candidates=tuple(candidates), programs=tuple(kept), triples=tuple(triples),
+                     candidate_tasks=tuple(candidate_tasks), tasks=tuple(tasks), rejections=tuple(rejections),
+                     timings=lap.timings)  # fmt: skip
 
-    return RoundData(
-        round_index=round_index,
-        problems=tuple(problems),
-        pass_at_1=pass_at_1,
-        program_candidates=tuple(candidates),
-        programs=tuple(kept),
-        triples=tuple(triples),
-        candidate_tasks=tuple(candidate_tasks),
-        tasks=tuple(tasks),
-        rejections=tuple(rejections),
-        timings=timings,
-    )
+
+def _phase_1(problems, generator: Generator, executor, cfg: PipelineConfig, round_seed: int, rejections: list):
+    """K candidate programs per problem (plus canonical seeds), deduplicated, checked on the
+    visible examples. A program that fails one still defines its own answers for the kinds
+    that read only the program; `passing` says which ones agree with the problem text."""
+    candidates: list[Program] = phase1.canonical_programs(problems) if cfg.seed_programs == "canonical" else []
+    if cfg.num_programs > 0:
+        sampling = SamplingConfig(n=cfg.num_programs, temperature=cfg.program_temperature,
+                                  max_tokens=cfg.program_max_tokens, seed=round_seed)  # fmt: skip
+        candidates += _collect(rejections, phase1.generate_programs(problems, generator, sampling))
+    kept = _collect(rejections, phase1.deduplicate(candidates))
+    passing = _collect(rejections, phase1.check_visible(kept, problems, executor.run_batch))
+    if cfg.keep_passing_visible:
+        kept = [p for p in kept if p.program_id in passing]
+    return candidates, kept, passing
+
+
+def _phase_2(problems, kept, generator: Generator, executor, cfg: PipelineConfig, round_seed: int, rejections: list):
+    """Inputs (visible + proposed), every program on every input, run twice: IPO triples."""
+    sampling = SamplingConfig(n=1, temperature=cfg.input_temperature, max_tokens=cfg.input_max_tokens, seed=round_seed + 1)
+    with_programs = [p for p in problems if any(prog.problem_id == p.task_id for prog in kept)]
+    inputs = _collect(rejections, ipo.propose_inputs(with_programs, generator, sampling, cfg.num_proposed_inputs))
+    return _collect(rejections, ipo.execute(kept, inputs, executor.run_twice, cfg.max_output_chars))
+
+
+def _collect(rejections: list, result: tuple):
+    """(value, rejections) -> value, the rejections appended to the round's list."""
+    value, rejected = result
+    rejections += rejected
+    return value
+
+
+class _Laps:
+    """Seconds per sub-phase, reported as each one ends."""
+
+    def __init__(self, on_phase: Callable[[str, float], None] | None):
+        self.timings: dict[str, float] = {}
+        self.on_phase, self.clock = on_phase, time.perf_counter()
+
+    def __call__(self, name: str) -> None:
+        now = time.perf_counter()
+        self.timings[name], self.clock = now - self.clock, now
+        if self.on_phase is not None:
+            self.on_phase(name, self.timings[name])
 
 
 def cap_tasks(tasks: Sequence[Task], limit: int | None, seed: int) -> tuple[list[Task], list[Rejection]]:

@@ -2,8 +2,11 @@
 
     micro-batch backward --(accum_steps)--> one gradient contribution, tagged with the
     oldest weight version among its samples --(update_steps)--> average the contributions,
-    clip the global grad norm, NaN/inf guard, AdamW step, version += 1, push the new
-    weights into the resident engine, optionally keep the last K snapshots on disk.
+    clip the global grad norm, NaN/inf guard, AdamW step, version += 1, optionally keep
+    the last K snapshots on disk.
+
+It does not know the engine: `backward` says when a step is due, the caller calls `step()`
+and pushes the new version (`update.train_on_samples` does both, in plain sight).
 
 Global batch = micro_batch x world_size x accum_steps x update_steps samples. Ranks are
 averaged by FSDP2's gradient reduce-scatter in every backward; contributions are averaged
@@ -28,15 +31,15 @@ from __future__ import annotations
 
 import logging
 import math
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Sequence
+from typing import Callable, Sequence
 
 import torch
 import torch.distributed as dist
 from torch.distributed.tensor import DTensor
 
-from unified.trainer.distributed import all_reduce_int, world_size
-from unified.trainer.engine import Engine, PushResult
+from unified.trainer.distributed import world_size
 from unified.trainer.policy import Policy
 from unified.types import Sample
 
@@ -44,18 +47,17 @@ log = logging.getLogger("unified")
 
 COUNTERS = (
     "version", "global_step", "total_contributions", "total_micro_batches", "dropped_stale",
-    "skipped_nonfinite", "pushes", "failed_pushes", "last_push_s", "last_grad_norm",
+    "skipped_nonfinite", "last_grad_norm",
 )
 
 
+@dataclass(frozen=True)
 class StepResult:
-    """What one `_step` did. `stepped=False`: skipped for a non-finite gradient."""
+    """What one `step()` did. `stepped=False`: skipped for a non-finite gradient."""
 
-    def __init__(self, stepped: bool, version: int, grad_norm: float, push: PushResult | None):
-        self.stepped, self.version, self.grad_norm, self.push = stepped, version, grad_norm, push
-
-    def __repr__(self) -> str:
-        return f"StepResult(stepped={self.stepped}, version={self.version}, grad_norm={self.grad_norm:.4g})"
+    stepped: bool
+    version: int  # the weight version after the step (unchanged when skipped)
+    grad_norm: float
 
 
 class Aggregator:
@@ -63,7 +65,6 @@ class Aggregator:
         self,
         policy: Policy,
         optimizer: torch.optim.Optimizer,
-        engine: Engine | None,
         *,
         accum_steps: int = 1,
         update_steps: int = 1,
@@ -72,41 +73,40 @@ class Aggregator:
         micro_batch_size: int = 1,
         keep_last_versions: int = 0,
         snapshot_dir: str | Path | None = None,
-        push_retries: int = 1,
     ):
         if accum_steps < 1 or update_steps < 1:
             raise ValueError("accum_steps and update_steps must be >= 1")
         if keep_last_versions > 0 and snapshot_dir is None:
             raise ValueError("keep_last_versions > 0 needs a snapshot_dir")
-        self.policy, self.optimizer, self.engine = policy, optimizer, engine
+        self.policy, self.optimizer = policy, optimizer
         self.accum_steps, self.update_steps = accum_steps, update_steps
         self.grad_clip, self.max_staleness = grad_clip, max_staleness
         self.micro_batch_size = micro_batch_size
         self.keep_last_versions = keep_last_versions
         self.snapshot_dir = Path(snapshot_dir) if snapshot_dir is not None else None
-        self.push_retries = push_retries
         for key in COUNTERS:
             setattr(self, key, 0)
-        self.last_push_s = self.last_grad_norm = 0.0
+        self.last_grad_norm = 0.0
         self.open_micro_batches = 0  # in the contribution being built
         self.pending_contributions = 0
         self._open_versions: list[int] = []
-        self.pending_versions: list[int] = []  # one tag per pending contribution
+        self._pending_versions: list[int] = []  # one tag per pending contribution
 
     # ------------------------------------------------------------ staleness
     def staleness(self, version: int) -> int:
         return self.version - version
 
-    def filter_stale(self, samples: Sequence[Sample]) -> list[Sample]:
-        """Samples generated at most `max_staleness` versions ago; the rest are counted."""
-        kept = [s for s in samples if self.staleness(s.version) <= self.max_staleness]
-        self.dropped_stale += len(samples) - len(kept)
+    def filter_stale(self, items: Sequence, version_of: Callable = lambda s: s.version) -> list:
+        """Items (samples, or anything `version_of` reads a version from) generated at most
+        `max_staleness` versions ago; the rest are counted in `dropped_stale`."""
+        kept = [s for s in items if self.staleness(version_of(s)) <= self.max_staleness]
+        self.dropped_stale += len(items) - len(kept)
         return kept
 
     # ------------------------------------------------------------ gradients
-    def backward(self, loss: torch.Tensor, version: int | None = None) -> StepResult | None:
+    def backward(self, loss: torch.Tensor, version: int | None = None) -> bool:
         """Backpropagate one micro-batch loss (`version`: oldest version among its samples,
-        None for a padding batch). Returns the step result when this completed a step."""
+        None for a padding batch). True when `update_steps` contributions are in: step now."""
         loss.backward()
         self.open_micro_batches += 1
         self.total_micro_batches += 1
@@ -114,19 +114,17 @@ class Aggregator:
             self._open_versions.append(version)
         if self.open_micro_batches == self.accum_steps:
             self._close_contribution()
-        if self.pending_contributions == self.update_steps:
-            return self._step()
-        return None
+        return self.pending_contributions == self.update_steps
 
-    def flush(self) -> StepResult | None:
-        """Step now on whatever is pending (a partial contribution counts as one)."""
+    def close_open_contribution(self) -> bool:
+        """Count a short contribution as one (end of the samples); True when a step is pending."""
         if self.open_micro_batches:
             self._close_contribution()
-        return self._step() if self.pending_contributions else None
+        return self.pending_contributions > 0
 
     def _close_contribution(self) -> None:
         tag = min(self._open_versions) if self._open_versions else self.version
-        self.pending_versions.append(tag)
+        self._pending_versions.append(tag)
         self.pending_contributions += 1
         self.total_contributions += 1
         self.open_micro_batches, self._open_versions = 0, []
@@ -134,10 +132,13 @@ class Aggregator:
     def _params(self) -> list[torch.nn.Parameter]:
         return [p for p in self.policy.parameters() if p.grad is not None]
 
-    def _step(self) -> StepResult:
+    def step(self) -> StepResult:
+        """Average the pending contributions, clip, guard, AdamW step, version += 1."""
         params = self._params()
         count = self.pending_contributions
-        self.pending_contributions, self.pending_versions = 0, []
+        if count == 0:
+            raise RuntimeError("step() with no pending contribution: call it when backward() returns True")
+        self.pending_contributions, self._pending_versions = 0, []
         with torch.no_grad():
             for p in params:  # the average of the contributions
                 p.grad.div_(count)
@@ -150,41 +151,20 @@ class Aggregator:
             self.skipped_nonfinite += 1
             self.optimizer.zero_grad(set_to_none=True)
             log.warning("non-finite gradient norm (%s): step skipped, weights unchanged", norm)
-            return StepResult(False, self.version, norm, None)
+            return StepResult(False, self.version, norm)
         self.optimizer.step()
         self.optimizer.zero_grad(set_to_none=True)
         self.version += 1
         self.global_step += 1
-        return StepResult(True, self.version, norm, self._publish())
-
-    # ------------------------------------------------------------ weights out
-    def sync_engine(self) -> PushResult | None:
-        """Push the current weights as the current version (after a resume, for example)."""
-        return self._publish()
-
-    def _publish(self) -> PushResult | None:
-        if self.engine is None and self.keep_last_versions <= 0:
-            return None
-        state = self.policy.full_state_dict() if self.keep_last_versions > 0 else None
         if self.keep_last_versions > 0:
-            self._snapshot(state)
-        if self.engine is None:
-            return None
-        for attempt in range(self.push_retries + 1):
-            weights = state.items() if state is not None else self.policy.named_full_weights()
-            result = self.engine.push(weights, self.version)
-            self.last_push_s = result.seconds
-            # ranks agree on success, so a retry (a collective gather) happens on all of them
-            if all_reduce_int(int(result.ok), "min") == 1:
-                self.pushes += 1
-                return result
-            self.failed_pushes += 1
-            log.warning("push of version %d failed (attempt %d): %s", self.version, attempt + 1, result.error)
-        raise RuntimeError(f"engine push of version {self.version} failed {self.push_retries + 1} times: {result.error}")
+            self._snapshot()
+        return StepResult(True, self.version, norm)
 
-    def _snapshot(self, state: dict[str, torch.Tensor]) -> None:
+    # ------------------------------------------------------------ versions on disk
+    def _snapshot(self) -> None:
         from safetensors.torch import save_file
 
+        state = self.policy.full_state_dict()  # collective: every rank gathers
         if dist.is_initialized() and dist.get_rank() != 0:
             return
         self.snapshot_dir.mkdir(parents=True, exist_ok=True)
@@ -207,10 +187,8 @@ class Aggregator:
             "global_batch_size": self.micro_batch_size * world_size() * self.accum_steps * self.update_steps,
             "dropped_stale": self.dropped_stale,
             "skipped_nonfinite": self.skipped_nonfinite,
-            "pushes": self.pushes,
-            "failed_pushes": self.failed_pushes,
-            "last_push_s": self.last_push_s,
             "last_grad_norm": self.last_grad_norm,
+            "oldest_pending_version": min(self._pending_versions, default=None),  # staleness of what the next step uses
         }
 
     def state_dict(self) -> dict:
@@ -225,7 +203,7 @@ class Aggregator:
             # their gradients are not in a checkpoint; resuming starts a fresh contribution
             log.warning("checkpoint had pending gradient contributions; they are discarded")
         self.pending_contributions, self.open_micro_batches = 0, 0
-        self._open_versions, self.pending_versions = [], []
+        self._open_versions, self._pending_versions = [], []
 
     def optimizer_state_dict(self) -> dict:
         """Full optimizer state (collective; complete on rank 0)."""
@@ -235,9 +213,7 @@ class Aggregator:
         self.policy.load_optimizer_state(self.optimizer, state)
 
 
-def build_aggregator(
-    algorithm_cfg, policy: Policy, engine: Engine | None, *, snapshot_dir: str | Path | None = None
-) -> Aggregator:
+def build_aggregator(algorithm_cfg, policy: Policy, *, snapshot_dir: str | Path | None = None) -> Aggregator:
     """Config -> AdamW + Aggregator. Checks that mini_batch_size (per-rank samples per
     optimizer step) agrees with micro_batch_size x accum_steps x update_steps."""
     a = algorithm_cfg
@@ -253,7 +229,6 @@ def build_aggregator(
     return Aggregator(
         policy,
         optimizer,
-        engine,
         accum_steps=a.accum_steps,
         update_steps=a.update_steps,
         grad_clip=a.grad_clip,

@@ -1,12 +1,14 @@
-"""Phase 5's update: scored samples -> verl advantages -> micro-batch losses -> aggregator.
+"""Phase 5's update, the way torchtune's `train()` reads:
 
-    drop empty completions and stale samples (counted)
-    advantages over all remaining samples, grouped by `Sample.group` (verl estimator)
+    advantages over the non-empty samples, grouped by `Sample.group` (verl estimator)
     for each PPO epoch, for each optimizer step's worth of samples
-        (micro_batch_size x accum_steps x update_steps per rank):
-        drop samples that became stale, split into micro-batches, forward, verl loss
-        normalised over the micro-batch's contribution, aggregator.backward
-        flush: the step happens even when the chunk came up short
+            (micro_batch_size x accum_steps x update_steps per rank):
+        drop the samples that are too stale (counted by the aggregator)
+        for each micro-batch: forward, verl loss normalised over its contribution,
+            aggregator.backward(loss)  -> True when the step is due:
+                version = aggregator.step()        clip, NaN guard, AdamW, version += 1
+                push_weights(engine, version)      the new weights into the engine, in place
+        a short last contribution still steps and pushes (flush)
 
 Every rank must run the same number of forwards (FSDP2 collectives): ranks agree on the
 counts first and a rank that is short runs fully masked padding batches.
@@ -14,18 +16,23 @@ counts first and a rank that is short runs fully masked padding batches.
 
 from __future__ import annotations
 
+import logging
 import math
 from dataclasses import dataclass, field
 from typing import Sequence
 
 import torch
 
-from unified.trainer.aggregator import Aggregator
+from unified.trainer.aggregator import Aggregator, StepResult
 from unified.trainer.batching import MicroBatch, collate, dummy_batch, response_mask_of
 from unified.trainer.distributed import all_reduce_int
+from unified.trainer.engine import Engine, PushResult
 from unified.trainer.losses import AdvantageConfig, LossConfig, advantage_config_from, compute_advantages, loss_config_from, ppo_loss
 from unified.trainer.policy import Policy, token_logprobs_and_entropy
+from unified.trainer.update_stats import UpdateStats, token_weighted_mean
 from unified.types import Sample
+
+log = logging.getLogger("unified")
 
 
 @dataclass(frozen=True)
@@ -52,48 +59,70 @@ def train_on_samples(
     aggregator: Aggregator,
     cfg: UpdateConfig,
     *,
+    engine: Engine | None,
     pad_token_id: int,
     ref_policy: Policy | None = None,
     flush: bool = True,
-) -> dict:
-    """Train on scored samples; returns averaged metrics and what happened (steps, versions,
-    drops). `flush=False` leaves a short last chunk pending in the aggregator."""
+    push_retries: int = 1,
+) -> UpdateStats:
+    """The RL update on scored samples; every optimizer step's weights are pushed into
+    `engine` (None: no engine, e.g. a unit test). `flush=False` leaves a short last chunk
+    pending in the aggregator."""
     if cfg.loss.use_kl_loss and ref_policy is None:
         raise ValueError("use_kl_loss needs a ref_policy (a frozen build_policy(..., trainable=False))")
     kept = [s for s in samples if s.token_ids]
-    dropped_before = aggregator.dropped_stale
-    kept = aggregator.filter_stale(kept)
-    advantages: list[torch.Tensor] = []
+    advantages = []
     if kept:
-        adv = compute_advantages([s.reward for s in kept], response_mask_of(kept), [s.group for s in kept], cfg.advantage)
-        advantages = list(adv)
+        rewards, groups = [s.reward for s in kept], [s.group for s in kept]
+        advantages = list(compute_advantages(rewards, response_mask_of(kept), groups, cfg.advantage))
     per_step = cfg.micro_batch_size * aggregator.accum_steps * aggregator.update_steps
-    log = _MetricLog()
+    record, dropped_before, used = _Record(), aggregator.dropped_stale, 0
     aggregator.policy.module.train()
     for _epoch in range(cfg.ppo_epochs):
-        n_chunks = all_reduce_int(math.ceil(len(kept) / per_step), "max")
-        for c in range(n_chunks):
-            idx = range(c * per_step, min((c + 1) * per_step, len(kept)))
-            fresh = [i for i in idx if aggregator.staleness(kept[i].version) <= aggregator.max_staleness]
-            aggregator.dropped_stale += len(idx) - len(fresh)
-            batches = [
-                collate([kept[i] for i in fresh[j : j + cfg.micro_batch_size]], [advantages[i] for i in fresh[j : j + cfg.micro_batch_size]], pad_token_id)
-                for j in range(0, len(fresh), cfg.micro_batch_size)
-            ]
-            n_micro = all_reduce_int(len(batches), "max")
-            batches += [dummy_batch(pad_token_id)] * (n_micro - len(batches))
-            for batch, norm in zip(batches, _contribution_norms(batches, aggregator)):
-                result = _micro_step(batch, norm, aggregator, cfg, ref_policy, log)
-                log.step(result)
-            if flush:
-                log.step(aggregator.flush())
-    return log.summary(
+        for c in range(all_reduce_int(math.ceil(len(kept) / per_step), "max")):
+            chunk = [(kept[i], advantages[i]) for i in range(c * per_step, min((c + 1) * per_step, len(kept)))]
+            fresh = aggregator.filter_stale(chunk, version_of=lambda pair: pair[0].version)
+            used += len(fresh)
+            for batch, norm in _micro_batches(fresh, aggregator, cfg.micro_batch_size, pad_token_id):
+                loss = _micro_batch_loss(batch, norm, aggregator.policy, cfg, ref_policy, record)
+                if aggregator.backward(loss, min(batch.versions) if batch.versions else None):
+                    record.step(*step_and_push(aggregator, engine, push_retries))
+            if flush and aggregator.close_open_contribution():
+                record.step(*step_and_push(aggregator, engine, push_retries))
+    return record.stats(
         samples=len(samples),
-        used=len(kept),
-        dropped_empty=len(samples) - len([s for s in samples if s.token_ids]),
+        used=used,
+        dropped_empty=len(samples) - len(kept),
         dropped_stale=aggregator.dropped_stale - dropped_before,
         version=aggregator.version,
     )
+
+
+def step_and_push(aggregator: Aggregator, engine: Engine | None, retries: int = 1) -> tuple[StepResult, PushResult | None]:
+    """The optimizer step, then the new version into the engine (a skipped step pushes nothing)."""
+    result = aggregator.step()
+    if not result.stepped or engine is None:
+        return result, None
+    return result, push_weights(engine, aggregator.policy, result.version, retries)
+
+
+def push_weights(engine: Engine, policy: Policy, version: int, retries: int = 1) -> PushResult:
+    """Push the policy's full weights as `version`; ranks agree on success, so a retry (a
+    collective gather) happens on all of them. Raises after `retries` failed retries."""
+    for attempt in range(retries + 1):
+        result = engine.push(policy.named_full_weights(), version)
+        if all_reduce_int(int(result.ok), "min") == 1:
+            return result
+        log.warning("push of version %d failed (attempt %d): %s", version, attempt + 1, result.error)
+    raise RuntimeError(f"engine push of version {version} failed {retries + 1} times: {result.error}")
+
+
+def _micro_batches(fresh, aggregator: Aggregator, size: int, pad_token_id: int):
+    """(micro-batch, contribution norm) pairs; every rank runs the same number (padding)."""
+    batches = [collate([s for s, _ in fresh[j : j + size]], [a for _, a in fresh[j : j + size]], pad_token_id)
+               for j in range(0, len(fresh), size)]  # fmt: skip
+    batches += [dummy_batch(pad_token_id)] * (all_reduce_int(len(batches), "max") - len(batches))
+    return zip(batches, _contribution_norms(batches, aggregator))
 
 
 def _contribution_norms(batches: list[MicroBatch], aggregator: Aggregator) -> list[tuple[int, int]]:
@@ -111,8 +140,8 @@ def _contribution_norms(batches: list[MicroBatch], aggregator: Aggregator) -> li
     return norms
 
 
-def _micro_step(batch: MicroBatch, norm, aggregator: Aggregator, cfg: UpdateConfig, ref_policy, log: "_MetricLog"):
-    policy = aggregator.policy
+def _micro_batch_loss(batch: MicroBatch, norm, policy: Policy, cfg: UpdateConfig, ref_policy, record: _Record) -> torch.Tensor:
+    """Forward, verl loss normalised over the micro-batch's contribution; metrics logged."""
     mb = batch.to(policy.device)
     logp, entropy = token_logprobs_and_entropy(
         policy.module, mb.input_ids, mb.attention_mask, mb.response_mask, cfg.temperature,
@@ -129,50 +158,45 @@ def _micro_step(batch: MicroBatch, norm, aggregator: Aggregator, cfg: UpdateConf
         entropy=entropy, ref_log_prob=ref, batch_num_tokens=norm[0], global_batch_size=norm[1],
     )
     if batch.versions:  # padding batches carry no metrics
-        log.add(metrics, batch.num_tokens)
-    return aggregator.backward(loss, min(batch.versions) if batch.versions else None)
+        record.add(metrics, batch.num_tokens)
+    return loss
 
 
-class _MetricLog:
-    """Token-weighted means of micro-batch metrics, and the steps taken."""
+class _Record:
+    """What the micro-batches and steps of one call did; `stats()` freezes it."""
 
     def __init__(self):
         self.sums: dict[str, float] = {}
-        self.weight = 0
+        self.tokens = 0
         self.micro_batches = 0
         self.versions: list[int] = []
         self.grad_norms: list[float] = []
-        self.push_s: list[float] = []
+        self.push_s = 0.0
         self.skipped = 0
 
     def add(self, metrics: dict, tokens: int) -> None:
         self.micro_batches += 1
-        self.weight += tokens
+        self.tokens += tokens
         for k, v in metrics.items():
             self.sums[k] = self.sums.get(k, 0.0) + float(v) * tokens
 
-    def step(self, result) -> None:
-        if result is None:
-            return
+    def step(self, result: StepResult, push: PushResult | None) -> None:
         self.grad_norms.append(result.grad_norm)
         if not result.stepped:
             self.skipped += 1
             return
         self.versions.append(result.version)
-        if result.push is not None:
-            self.push_s.append(result.push.seconds)
+        self.push_s += push.seconds if push is not None else 0.0
 
-    def summary(self, **extra) -> dict:
-        out = {k: v / max(1, self.weight) for k, v in self.sums.items()}
-        finite = [g for g in self.grad_norms if math.isfinite(g)]
-        out.update(
+    def stats(self, **counts) -> UpdateStats:
+        return UpdateStats(
             steps=len(self.versions),
             skipped_nonfinite=self.skipped,
-            versions=list(self.versions),
-            grad_norm=sum(finite) / len(finite) if finite else float("nan"),
-            push_s=sum(self.push_s),
             micro_batches=self.micro_batches,
-            tokens=self.weight,
-            **extra,
+            tokens=self.tokens,
+            push_s=self.push_s,
+            grad_norm=token_weighted_mean((g, 1) for g in self.grad_norms),
+            versions=tuple(self.versions),
+            losses={k: v / max(1, self.tokens) for k, v in self.sums.items()},
+            **counts,
         )
-        return out
