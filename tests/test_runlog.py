@@ -111,3 +111,24 @@ def test_train_that_fails_at_start_up_restores_the_folder(tmp_path, monkeypatch)
     with pytest.raises(RuntimeError):
         loop.train(cfg)
     assert not fresh.exists()
+
+
+def test_a_second_process_on_the_same_folder_is_refused(tmp_path, monkeypatch):
+    """Two runs in one folder (e.g. `--resume auto` started twice) would interleave their
+    checkpoints and logs: the second stops with one line and touches nothing."""
+    import unified.loop as loop
+    from unified.runlog import RunLock
+
+    out = _finished_run(tmp_path / "x")
+    held = RunLock(out)  # the first run
+    before = _snapshot(out)
+    built = []
+    monkeypatch.setattr(loop, "build_components", lambda cfg, inputs: built.append(1) or 1 / 0)
+    cfg = compose_config(["model=tiny", f"output_dir={out}", "trainer.resume=auto", "benchmark.problems=1"])
+    with pytest.raises(UserError, match=rf"is in use by another run \(pid {os.getpid()}\).*--output-dir"):
+        loop.train(cfg)
+    assert _snapshot(out) == before and not built
+    held.release()
+    with pytest.raises(ZeroDivisionError):  # the folder is free again: the next run gets past the lock
+        loop.train(cfg)
+    assert built == [1] and _snapshot(out) == before

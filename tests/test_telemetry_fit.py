@@ -69,4 +69,4 @@ def test_scalerl_fit_says_why_not(points, reason, tmp_path):
     assert summary["status"] == "not fitted" and reason in summary["reason"]
     on_disk = json.loads((tmp_path / "eval_fit_summary.json").read_text())
     assert on_disk["compute_totals"] == {"compute/total_s": 4.0} and not fit_metrics("mbpp", on_disk)
-    assert all(math.isfinite(p["pass_at_1"]) for p in on_disk["points"])
+    assert len(on_disk["points"]) == len(points[0]) and all(math.isfinite(p["pass_at_1"]) for p in on_disk["points"])

@@ -26,7 +26,7 @@ from unified.config import UserError, check_machine
 from unified.phase5 import Phase5Result, run_phase_5
 from unified.pipeline.parquet_io import write_round, write_rows
 from unified.pipeline.phases import run_phases_1_to_4
-from unified.runlog import FolderGuard, RunLog, check_run_folder, memory_stats
+from unified.runlog import FolderGuard, RunLock, RunLog, check_run_folder, memory_stats
 from unified.stopping import StopRequest
 from unified.trainer.checkpoint import rng_state, set_rng_state
 from unified.trainer.distributed import all_reduce_int
@@ -44,6 +44,7 @@ def train(cfg: DictConfig) -> int:
     if _is_main():  # an earlier run in the folder: continue it (--resume) or refuse, never move it
         check_run_folder(cfg.output_dir, str(cfg.trainer.resume))
     guard = FolderGuard(cfg.output_dir, enabled=_is_main())
+    lock = RunLock(cfg.output_dir, enabled=_is_main())  # a second process on this folder stops here
     runlog = RunLog(cfg.output_dir, enabled=_is_main())
     try:
         run = build_components(cfg, inputs)
@@ -60,11 +61,13 @@ def train(cfg: DictConfig) -> int:
             close(run)
     except BaseException as exc:  # a failed run leaves the folder as it found it (unless it checkpointed)
         runlog.close()
+        lock.release()  # before the guard: a lock file this run created goes with the rest
         if guard.restore() and not isinstance(exc, UserError):
             print(f"the run failed before its first checkpoint: {cfg.output_dir} is left as it was", file=sys.stderr)
         raise
     finally:
         runlog.close()
+        lock.release()
 
 
 def run_round(run: Components, runlog: RunLog, r: int, stop: StopRequest) -> bool:

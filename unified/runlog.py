@@ -54,6 +54,45 @@ def check_run_folder(out_dir: Path, resume: str) -> None:
                         f"elsewhere with --output-dir DIR, or delete {str(out_dir)!r} first")  # fmt: skip
 
 
+class RunLock:
+    """One process per run folder. Two runs writing into one folder (a `--resume auto`
+    started twice, say) would interleave their checkpoints, Parquet files and logs, so the
+    second one stops with one line. An flock on `<folder>/.run.lock`: the kernel releases it
+    when the holder ends, even by kill -9, so a stale file never blocks a resume."""
+
+    NAME = ".run.lock"
+
+    def __init__(self, out_dir: Path, enabled: bool = True):
+        self.path, self.handle = Path(out_dir) / self.NAME, None
+        if not enabled:
+            return
+        import fcntl
+
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        handle = open(self.path, "a+")
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            handle.seek(0)
+            holder = handle.read().strip() or "unknown"
+            handle.close()
+            raise UserError(f"{str(out_dir)!r} is in use by another run (pid {holder}): wait for it to end, or start "
+                            "a new run elsewhere with --output-dir DIR") from None  # fmt: skip
+        handle.seek(0)
+        handle.truncate()
+        handle.write(f"{os.getpid()}\n")
+        handle.flush()
+        self.handle = handle
+
+    def release(self) -> None:
+        """Let go (idempotent). The file stays: a FolderGuard removes it with the rest when
+        the run created it and fails before its first checkpoint."""
+        if self.handle is None:
+            return
+        self.handle.close()  # closing the descriptor releases the flock
+        self.handle = None
+
+
 class FolderGuard:
     """Puts the run folder back exactly as it was when a run fails before it writes its
     first checkpoint: files it added are removed, the appended logs and the rewritten
