@@ -30,6 +30,15 @@ def hf_model():
     return AutoModelForCausalLM.from_pretrained(str(default_model_dir()), dtype=torch.float32).eval()
 
 
+def _local(t: torch.Tensor) -> torch.Tensor:
+    """This rank's shard of a DTensor; a plain tensor (world size 1, unsharded) as it is."""
+    return t.to_local() if hasattr(t, "to_local") else t
+
+
+def _full(t: torch.Tensor) -> torch.Tensor:
+    return t.full_tensor() if hasattr(t, "full_tensor") else t
+
+
 def _samples():
     gen = torch.Generator().manual_seed(0)
     shapes = [(3, 7), (9, 2), (5, 5)]  # (prompt, response) lengths: both sides get padded
@@ -85,7 +94,7 @@ def test_policy_logprobs_have_gradients_and_entropy_can_be_metric_only(device):
     assert logp.requires_grad and not entropy.requires_grad
     (logp * mb.response_mask).sum().backward()
     grads = [p.grad for p in policy.parameters()]
-    assert all(g is not None for g in grads) and any(float(g.full_tensor().abs().sum()) > 0 for g in grads)
+    assert all(g is not None for g in grads) and any(float(_full(g).abs().sum()) > 0 for g in grads)
 
 
 def test_policy_full_state_dict_round_trips(device, tmp_path, hf_model):
@@ -103,7 +112,7 @@ def test_policy_full_state_dict_round_trips(device, tmp_path, hf_model):
 
     with torch.no_grad():  # change the policy, then: policy -> disk -> new policy -> same state
         for p in policy.parameters():
-            p.to_local().mul_(1.01).add_(0.001)
+            _local(p).mul_(1.01).add_(0.001)
     changed = policy.full_state_dict()
     assert not torch.equal(changed["model.norm.weight"], state["model.norm.weight"])
     policy.save_pretrained(tmp_path / "round")
@@ -119,7 +128,7 @@ def test_policy_save_pretrained_loads_in_transformers(device, tmp_path):
     policy = build_policy(str(default_model_dir()), device=device, dtype="float32")
     with torch.no_grad():
         for p in policy.parameters():
-            p.to_local().add_(0.01)
+            _local(p).add_(0.01)
     tokenizer = AutoTokenizer.from_pretrained(str(default_model_dir()))
     policy.save_pretrained(tmp_path / "hf", tokenizer=tokenizer)
     loaded = AutoModelForCausalLM.from_pretrained(str(tmp_path / "hf"), dtype=torch.float32).eval()
@@ -140,7 +149,7 @@ def test_policy_gradient_checkpointing_gives_the_same_gradients(device):
         assert policy.module.is_gradient_checkpointing == ckpt
         logp, entropy = token_logprobs_and_entropy(policy.module, mb.input_ids, mb.attention_mask, mb.response_mask)
         ((logp + 0.1 * entropy) * mb.response_mask).sum().backward()
-        grads.append({n: p.grad.full_tensor().clone() for n, p in policy.module.named_parameters()})
+        grads.append({n: _full(p.grad).clone() for n, p in policy.module.named_parameters()})
     for name in grads[0]:
         torch.testing.assert_close(grads[1][name], grads[0][name], atol=1e-5, rtol=1e-4)
 
@@ -163,9 +172,23 @@ def test_policy_optimizer_state_round_trips(device):
             torch.testing.assert_close(again["state"][name][key], entry[key], atol=0, rtol=0)
 
 
+def test_policy_world_size_1_float32_runs_unsharded_bf16_and_world_2_shard(device):
+    """FSDP2 at world size 1 in float32 would only copy parameters in and out of its
+    buffers: the model runs plain. (World size 2 is sharded: the test below.)"""
+    from torch.distributed.tensor import DTensor
+
+    policy = build_policy(str(default_model_dir()), device=device, dtype="float32")
+    assert not policy.sharded and not any(isinstance(p, DTensor) for p in policy.parameters())
+    frozen = build_policy(str(default_model_dir()), device=device, dtype="float32", trainable=False)
+    assert not frozen.sharded and not any(p.requires_grad for p in frozen.parameters())
+    mixed = build_policy(str(default_model_dir()), device=device, dtype="bfloat16")  # a cast to do: FSDP2 does it
+    assert mixed.sharded and all(isinstance(p, DTensor) and p.dtype == torch.float32 for p in mixed.parameters())
+
+
 def test_policy_world_size_2_matches_world_size_1(tmp_path, device):
     """torchrun --nproc_per_node=2 (gloo): both ranks end with identical full weights, equal
-    to the same steps at world size 1 (run here, in this process's world of one)."""
+    to the same steps at world size 1 (run here, in this process's world of one; there the
+    model runs unsharded, so this also checks FSDP2 against the plain model)."""
     sys.path.insert(0, str(TESTS))
     try:
         import dist_policy_step
