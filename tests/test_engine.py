@@ -144,6 +144,38 @@ def test_engine_direct_push_serves_what_vllms_own_reload_serves(vllm_engine, pol
     assert max(abs(a - b) for (_, x), (_, y) in zip(direct, reloaded) for a, b in zip(x, y)) <= 1e-6
 
 
+def test_engine_partial_push_of_the_training_blocks(vllm_engine, monkeypatch):
+    """top_layers: after one complete push, a push of just the training blocks (and norm)
+    leaves the engine equal to the policy; a partial push is refused until the engine
+    serves a complete set again."""
+    from unified.trainer.distributed import init_distributed
+    from unified.trainer.tuning import TuningConfig
+
+    top = build_policy(str(default_model_dir()), device=init_distributed("cpu").device, dtype="float32",
+                       tuning=TuningConfig(method="top_layers", trainable_layers=1))  # fmt: skip
+    assert vllm_engine.push(top.named_full_weights(), vllm_engine.version + 1).ok and vllm_engine.accepts_partial
+    gen = torch.Generator().manual_seed(41)
+    with torch.no_grad():
+        for p in top.trainable_parameters():
+            p.add_(torch.randn(p.shape, generator=gen) * 0.05)
+    sampling = SamplingConfig(n=2, temperature=1.0, max_tokens=16, seed=2)
+    assert _max_logprob_gap(top, _flat(vllm_engine.generate(PROMPTS, sampling))) > 1e-2
+    sent = [n for n, _ in top.named_full_weights(changing_only=True)]
+    assert sent and all(n.startswith(("model.layers.3.", "model.norm.")) for n in sent)
+    result = vllm_engine.push(top.named_full_weights(changing_only=True), vllm_engine.version + 1, partial=True)
+    assert result.ok, result.error
+    assert vllm_engine.last_push_path == "direct"
+    assert _max_logprob_gap(top, _flat(vllm_engine.generate(PROMPTS, sampling))) <= 1e-4
+    # the same names as a complete push: refused, nothing loaded
+    result = vllm_engine.push(top.named_full_weights(changing_only=True), vllm_engine.version + 1)
+    assert not result.ok and "missing" in result.error and vllm_engine.accepts_partial
+    # after a push that failed inside the engine, only a complete push is accepted
+    monkeypatch.setattr(vllm_engine, "_complete", False)
+    result = vllm_engine.push(top.named_full_weights(changing_only=True), vllm_engine.version + 1, partial=True)
+    assert not result.ok and "complete push" in result.error and vllm_engine.healthy
+    assert vllm_engine.push(top.named_full_weights(), vllm_engine.version + 1).ok and vllm_engine.accepts_partial
+
+
 def test_engine_failed_push_is_reported_not_raised(vllm_engine, policy, monkeypatch):
     good = policy.full_state_dict()
     assert vllm_engine.push(good.items(), 40).ok

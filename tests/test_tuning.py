@@ -5,7 +5,9 @@ import pytest
 import torch
 
 from unified.tiny_model import default_model_dir
-from unified.trainer.tuning import TuningConfig, adapter_tensors, apply_tuning, hf_name, lora_scalings, merged_weights
+from unified.trainer.tuning import (
+    TuningConfig, adapter_tensors, apply_tuning, changing_parameters, hf_name, lora_scalings, merged_weights,
+)  # fmt: skip
 
 
 def _model():
@@ -76,6 +78,21 @@ def test_top_layers_trains_only_the_last_blocks_and_the_norm():
     assert any(n.startswith("model.norm.") for n in trainable)
     with pytest.raises(ValueError, match="has 4 layers"):
         apply_tuning(_model(), TuningConfig(method="top_layers", trainable_layers=9))
+
+
+def test_changing_parameters_are_whole_training_blocks():
+    """What a partial push carries: every tensor of a block that trains (the engine fuses
+    q|k|v and gate|up, so a block goes whole), the trainable norm, nothing frozen."""
+    assert changing_parameters(_model()) is None  # full: everything changes
+    top = apply_tuning(_model(), TuningConfig(method="top_layers", trainable_layers=1))
+    layer3 = {n for n, _ in top.named_parameters() if n.startswith("model.layers.3.")}
+    assert changing_parameters(top) == layer3 | {"model.norm.weight"}
+    lora = apply_tuning(_model(), TuningConfig(method="lora", lora_r=2, target_modules=("q_proj",)))
+    changing = changing_parameters(lora)
+    names = {n for n, _ in lora.named_parameters()}
+    assert changing == {n for n in names if ".layers." in n}  # k/v ride along with q; embeddings and norm do not
+    merged = {n for n, _ in merged_weights(((n, p.detach()) for n, p in lora.named_parameters() if n in changing), lora_scalings(lora))}
+    assert merged == {n for n, _ in _model().named_parameters() if ".layers." in n}
 
 
 def test_bad_tuning_method_is_rejected():

@@ -77,6 +77,10 @@ class Engine:
         self.healthy = True  # False after a failed push until a push succeeds
         self.pushes = 0
         self.failed_pushes = 0
+        # True while the engine serves one complete push (the weights it was built with
+        # count): only then may a partial push update a part of them
+        self._complete = True
+        self._partial = False
         # seconds of the last push's phases (backend-defined keys, e.g. gather, validate,
         # reload, tied_heads, prefix_cache) plus "total"; benches read it
         self.last_push_phases: dict[str, float] = {}
@@ -139,15 +143,29 @@ class Engine:
         """Clean up after a failed generate (e.g. abort requests left in the engine)."""
 
     # ---------------------------------------------------------------- weights
-    def push(self, weights: Weights, version: int) -> PushResult:
+    @property
+    def accepts_partial(self) -> bool:
+        """Whether a partial push can be applied: the engine serves a complete, intact set."""
+        return self.healthy and self._complete
+
+    def push(self, weights: Weights, version: int, *, partial: bool = False) -> PushResult:
         """Load new weights in place (HF parameter names) and tag later samples `version`.
+
+        `partial=True`: `weights` holds only the tensors that may have changed since the
+        last complete push (`Policy.named_full_weights(changing_only=True)`: the trainable
+        blocks of `top_layers` or LoRA); the engine keeps serving its other tensors. The
+        caller promises that those are the same policy's; the engine refuses a partial push
+        unless it serves a complete, intact set (`accepts_partial`).
 
         The iterator is always consumed to the end, even on failure: under FSDP it yields
         all-gathered tensors, and a rank that stopped early would hang the others."""
         t0 = time.perf_counter()
         it = iter(weights)
         self.last_push_phases = {}
+        self._partial = partial
         try:
+            if partial and not self.accepts_partial:
+                raise WeightsRejected("a partial push needs the engine to serve a complete push first")
             self._load(it)
         except Exception as exc:  # noqa: BLE001 - reported to the caller, not raised
             for _ in it:
@@ -156,11 +174,15 @@ class Engine:
             # the engine may hold a mix of old and new weights until a push succeeds
             if not isinstance(exc, WeightsRejected):
                 self.healthy = False
+                self._complete = False
             self.failed_pushes += 1
             log.error("weight push for version %d failed: %s", version, exc)
             return PushResult(False, time.perf_counter() - t0, f"{type(exc).__name__}: {exc}")
+        finally:
+            self._partial = False
         self.version = version
         self.healthy = True
+        self._complete = True  # a partial push is only accepted on top of a complete one
         self.pushes += 1
         seconds = time.perf_counter() - t0
         self.last_push_phases["total"] = seconds
@@ -169,11 +191,11 @@ class Engine:
     def _load(self, weights: Iterator[tuple[str, torch.Tensor]]) -> None:
         raise NotImplementedError
 
-    @staticmethod
-    def _check_weights(weights, shapes: dict[str, tuple[int, ...]] | None, required: set[str]) -> list[tuple[str, torch.Tensor]]:
+    def _check_weights(self, weights, shapes: dict[str, tuple[int, ...]] | None, required: set[str]) -> list[tuple[str, torch.Tensor]]:
         """Materialise and check a push before anything is loaded: every name known
         (`shapes`, tied aliases included; None: names and shapes unknown, not checked),
-        shapes equal, values finite, every `required` name present. Raises `WeightsRejected`."""
+        shapes equal, values finite, every `required` name present (unless the push is
+        partial). Raises `WeightsRejected`."""
         staged: list[tuple[str, torch.Tensor]] = []
         seen: set[str] = set()
         for name, tensor in weights:
@@ -187,7 +209,7 @@ class Engine:
                 raise WeightsRejected(f"{name}: non-finite or non-float values")
             staged.append((name, tensor))
             seen.add(name)
-        missing = sorted(required - seen)
+        missing = [] if self._partial else sorted(required - seen)
         if missing:
             raise WeightsRejected(f"push is missing {len(missing)} parameters, e.g. {missing[:3]}")
         return staged

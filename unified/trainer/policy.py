@@ -29,7 +29,9 @@ import torch
 import torch.distributed as dist
 from torch.distributed.tensor import DTensor
 
-from unified.trainer.tuning import TuningConfig, adapter_tensors, apply_tuning, lora_scalings, merged_weights, save_adapter
+from unified.trainer.tuning import (
+    TuningConfig, adapter_tensors, apply_tuning, changing_parameters, lora_scalings, merged_weights, save_adapter,
+)  # fmt: skip
 
 
 def token_logprobs_and_entropy(
@@ -90,12 +92,14 @@ class Policy:
     `sharded=False`: the plain model (world size 1, float32; see the module doc)."""
 
     def __init__(self, module: torch.nn.Module, device: torch.device, trainable: bool, lora_scalings: dict | None = None,
-                 sharded: bool = True):  # fmt: skip
+                 sharded: bool = True, changing: frozenset[str] | None = None):  # fmt: skip
         self.module = module
         self.device = device
         self.trainable = trainable
         self.lora_scalings = lora_scalings
         self.sharded = sharded
+        # names (as in module.named_parameters) of the tensors training can change; None: all
+        self.changing = changing
 
     @property
     def config(self):
@@ -107,18 +111,23 @@ class Policy:
     def trainable_parameters(self) -> list[torch.nn.Parameter]:
         return [p for p in self.module.parameters() if p.requires_grad]
 
-    def _named_full_parameters(self) -> Iterator[tuple[str, torch.Tensor]]:
+    def _named_full_parameters(self, only: frozenset[str] | None = None) -> Iterator[tuple[str, torch.Tensor]]:
         for name, param in self.module.named_parameters():
+            if only is not None and name not in only:
+                continue
             with torch.no_grad():
                 full = param.full_tensor() if isinstance(param, DTensor) else param
             yield name, full.detach()
 
-    def named_full_weights(self) -> Iterator[tuple[str, torch.Tensor]]:
+    def named_full_weights(self, changing_only: bool = False) -> Iterator[tuple[str, torch.Tensor]]:
         """(HF name, full tensor) of the model the engine serves, LoRA adapters merged;
-        collective, same order on all ranks."""
+        collective, same order on all ranks. `changing_only`: just the tensors training
+        can change (every tensor of a block that trains, so fused engine kernels such as
+        q|k|v get all their parts), for `engine.push(..., partial=True)`."""
+        named = self._named_full_parameters(self.changing if changing_only else None)
         if self.lora_scalings is None:
-            return self._named_full_parameters()
-        return merged_weights(self._named_full_parameters(), self.lora_scalings)  # detached inputs: no graph
+            return named
+        return merged_weights(named, self.lora_scalings)  # detached inputs: no graph
 
     def adapter_state(self) -> dict[str, torch.Tensor] | None:
         """The LoRA adapter's full tensors (peft's names), None without LoRA; collective."""
@@ -228,6 +237,7 @@ def build_policy(
     model.to(device)
     run_dtype = compute_dtype(dtype, device)
     sharded = _world() > 1 or run_dtype != torch.float32
+    changing = changing_parameters(model)
     if sharded:
         mesh = init_device_mesh(device.type, (_world(),))
         mp = MixedPrecisionPolicy()
@@ -242,7 +252,7 @@ def build_policy(
         model.train()
     else:
         model.eval().requires_grad_(False)
-    return Policy(model, device, trainable, scalings, sharded)
+    return Policy(model, device, trainable, scalings, sharded, changing)
 
 
 def build_policy_from_config(

@@ -13,6 +13,10 @@
   the adapter in peft's format (`PeftModel.from_pretrained(base, ckpt/adapter)`).
 - `top_layers`: only the last `trainable_layers` decoder blocks and the final norm train;
   the backward pass stops there.
+
+`changing_parameters` names what training can change (None for `full`), so a push can
+carry just that (`Policy.named_full_weights(changing_only=True)`): for SmolLM2 with 4 top
+layers, 14 M of 135 M parameters.
 """
 
 from __future__ import annotations
@@ -82,6 +86,21 @@ def apply_tuning(model: torch.nn.Module, cfg: TuningConfig, adapter_dir: str | P
 def decoder_layers(model: torch.nn.Module) -> list[torch.nn.Module]:
     blocks = set(getattr(model, "_no_split_modules", None) or [])
     return [m for m in model.modules() if type(m).__name__ in blocks]
+
+
+def changing_parameters(model: torch.nn.Module) -> frozenset[str] | None:
+    """Names of the parameters training can change: the trainable ones and everything else
+    in a decoder block that has one (LoRA: the block's base weights, merged into; fused
+    engine kernels need whole blocks). None when every parameter trains."""
+    params = dict(model.named_parameters())
+    if all(p.requires_grad for p in params.values()):
+        return None
+    changing = {n for n, p in params.items() if p.requires_grad}
+    blocks = set(getattr(model, "_no_split_modules", None) or [])  # peft forwards it to the base model
+    for prefix, module in model.named_modules():
+        if type(module).__name__ in blocks and any(p.requires_grad for p in module.parameters()):
+            changing |= {f"{prefix}.{n}" for n, _ in module.named_parameters()}
+    return frozenset(changing)
 
 
 def lora_scalings(model: torch.nn.Module) -> dict[str, float]:
