@@ -31,6 +31,8 @@ bench: install
 	$(PY) bench/round_time.py
 	$(PY) bench/engine_throughput.py
 	$(PY) bench/push_time.py
+	$(PY) bench/train_throughput.py
+	$(PY) bench/scaling.py
 
 # Re-pin after changing dependencies (run inside a working .venv).
 lock:
