@@ -191,11 +191,11 @@ def _failure(e: BaseException, guards) -> tuple:
 
 def _send(fd, status, value, error, capture, os_) -> None:
     try:
-        out = capture.getvalue()
-        fields = [str(x).encode("utf-8", "replace") for x in (value, error, out)]
+        value, error = str(value).encode("utf-8", "replace"), str(error).encode("utf-8", "replace")
+        out = str(capture.getvalue()).encode("utf-8", "replace")
     except BaseException:  # noqa: BLE001 - e.g. MemoryError while encoding
-        status, fields = "error", [b"", b"internal: could not encode the result", b""]
-    data = b"%s %d %d %d\n" % (status.encode(), *map(len, fields)) + b"".join(fields)
+        status, value, error, out = "error", b"", b"internal: could not encode the result", b""
+    data = b"%s %d %d %d\n%s%s%s" % (status.encode(), len(value), len(error), len(out), value, error, out)
     while data:
         try:
             data = data[os_.write(fd, data) :]

@@ -17,6 +17,7 @@ from unified.pipeline.values import from_literal
 
 CHILD_STATUSES = ("ok", "error", "banned", "memory")
 MAX_ERROR_CHARS = 4000
+_NAMES = {"True": True, "False": False, "None": None}
 
 
 def parse_reply(reply: bytes, max_output_bytes: int, result_type):
@@ -41,11 +42,22 @@ def _parse(reply: bytes, max_output_bytes: int, result_type):
     status, value_text, error, stdout = child
     if status == "ok":
         try:
-            value = from_literal(value_text)
+            value = _read_value(value_text)
         except Exception as e:  # noqa: BLE001 - LiteralError, or anything the parser raised
             return result_type("crashed", error=f"unreadable result: {str(e)[:200]}", stdout=stdout, **timing)
         return result_type("ok", value, "", stdout=stdout, **timing)
     return result_type(status, None, error[:MAX_ERROR_CHARS], stdout=stdout, **timing)
+
+
+def _read_value(text: str):
+    """`from_literal(text)`, with the commonest results (a small decimal int, True, False,
+    None) read directly: the same value, without parsing an AST for every call."""
+    if text in _NAMES:
+        return _NAMES[text]
+    digits = text[1:] if text[:1] == "-" else text
+    if 0 < len(digits) < 19 and digits.isascii() and digits.isdigit() and (digits[0] != "0" or digits == "0"):
+        return int(text)
+    return from_literal(text)
 
 
 def _child_message(message: bytes, max_output_bytes: int):

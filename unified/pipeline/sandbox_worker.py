@@ -67,6 +67,7 @@ class Zygote:
     def __init__(self, init: dict, harness: dict, iso: dict, uid: int, tmp: str, statm_fd: int):
         self.child, self.guards, self.literal = harness["child"], harness["guards"], harness["literal"]
         self.iso, self.uid, self.tmp = iso, uid, tmp
+        self.pidns = iso.get("pidns") == "1"
         self.devnull = OS.open("/dev/null", OS.O_RDWR)
         self.limits = dict(init["limits"])
         self.wall_s = self.limits["wall_s"]
@@ -89,75 +90,91 @@ class Zygote:
         gc.freeze()  # children skip these objects when they collect: fewer page copies
 
     def serve(self, fd_in: int, fd_out: int) -> None:
+        """Steps 1-4 of the module doc, for ever. After each fork, every page this loop
+        writes is copied (and reading an object writes its reference count), so the
+        common path stays in this loop, over locals, and raises nothing."""
         report = " ".join(f"{k}={v}" for k, v in self.iso.items())
         _send(fd_out, f"ready pid={OS.getpid()} uid={self.uid} {report}".encode())
+        run_call, pipe, fork, close, read, write = self.child.run_call, OS.pipe, OS.fork, OS.close, OS.read, OS.write
+        devnull, uid, limits, module, capture = self.devnull, self.uid, self.limits, self.module, self.capture
+        guards, literal = self.guards, self.literal
+        pidfd_open, listdir, tmp, wall_s, timeout_s = OS.pidfd_open, OS.listdir, self.tmp, self.wall_s, limits["timeout_s"]
+        cpu_before = _cpu_of_children()  # children are reaped only within a call: no need to ask again
         while True:
-            r, w = OS.pipe()
-            pid = OS.fork()
+            r, w = pipe()
+            pid = fork()
             if pid == 0:
-                OS.close(r)
-                self.child.run_call(fd_in, w, self.devnull, self.tmp, self.uid, self.limits, self.module,
-                                    self.capture, self.guards, self.literal, OS)  # fmt: skip
+                close(r)
+                run_call(fd_in, w, devnull, tmp, uid, limits, module, capture, guards, literal, OS)
                 OS._exit(70)  # not reached
-            OS.close(w)
-            if OS.read(r, 1) != b"S":  # the child found no request: the parent closed the pool
-                OS.close(r)
+            close(w)
+            if read(r, 1) != b"S":  # the child found no request: the parent closed the pool
+                close(r)
                 self._finish(pid)
                 return
-            _send(fd_out, self._one_call(pid, r))
+            start = _monotonic()
+            pidfd = pidfd_open(pid)
+            try:
+                buf, status, killed = self._collect(pid, pidfd, r, start + wall_s)
+            finally:
+                close(pidfd)
+                close(r)
+                self._finish(pid)
+            wall, cpu_after = _monotonic() - start, _cpu_of_children()
+            cpu, cpu_before = cpu_after - cpu_before, cpu_after
+            if killed:
+                kind = b"wall"
+            elif cpu >= timeout_s or status & 0x7F == SIGXCPU:  # killed by SIGXCPU (RLIMIT_CPU)
+                kind = b"cpu"
+            else:
+                kind = b"-"
+            try:
+                left = listdir(tmp)
+            except OSError:
+                left = ()
+            if left:
+                self._clear_tmp(left)
+            reply = b"%d %.6f %.6f %s\n" % (status, cpu, wall, kind) + buf
+            data = len(reply).to_bytes(4, "big") + reply
+            while data:
+                data = data[write(fd_out, data) :]
 
-    def _one_call(self, pid: int, r: int) -> bytes:
-        before, start = _cpu_of_children(), _monotonic()
-        try:
-            buf, status, killed = self._collect(pid, r, start + self.wall_s)
-        finally:
-            OS.close(r)
-            self._finish(pid)
-        wall, cpu = _monotonic() - start, _cpu_of_children() - before
-        signalled = OS.WIFSIGNALED(status)
-        if killed:
-            kind = "wall"
-        elif cpu >= self.limits["timeout_s"] or (signalled and OS.WTERMSIG(status) == SIGXCPU):
-            kind = "cpu"
-        else:
-            kind = "-"
-        self._clear_tmp()
-        return b"%d %.6f %.6f %s\n" % (status, cpu, wall, kind.encode()) + buf
-
-    def _collect(self, pid: int, r: int, deadline: float):
+    def _collect(self, pid: int, pidfd: int, r: int, deadline: float):
         """The child's message (b"" when over the size limit) and its wait status; SIGKILL
-        at the wall-clock backstop."""
-        buf, pipe_open, killed, oversized = bytearray(), True, False, False
-        pidfd = OS.pidfd_open(pid)
-        try:
-            while True:
-                remaining = deadline - _monotonic()
-                if remaining <= 0 and not killed:
-                    OS.kill(pid, SIGKILL)
-                    killed = True
-                ready, _, _ = _select([pidfd] + [r] * pipe_open, [], [], None if killed else max(0.0, remaining))
-                if r in ready:
-                    chunk = OS.read(r, 1 << 16)
-                    pipe_open = bool(chunk)
-                    if len(buf) + len(chunk) > self.max_message:
-                        oversized, buf = True, bytearray()  # keep draining so the child can finish
-                    elif not oversized:
-                        buf += chunk
-                if pidfd in ready:
-                    _, status = OS.waitpid(pid, 0)
-                    if pipe_open and not oversized:
-                        OS.set_blocking(r, False)
-                        try:
-                            buf += OS.read(r, self.max_message + 1 - len(buf))
-                        except OSError:
-                            pass
-                    return (b"" if oversized or len(buf) > self.max_message else bytes(buf)), status, killed
-        finally:
-            OS.close(pidfd)
+        at the wall-clock backstop. The pipe may outlive the child (a process it started
+        holds it): the child's exit (its pidfd) ends the call."""
+        buf, killed, oversized, fds = b"", False, False, [pidfd, r]
+        while True:
+            remaining = deadline - _monotonic()
+            if remaining <= 0 and not killed:
+                OS.kill(pid, SIGKILL)
+                killed = True
+            ready = _select(fds, (), (), None if killed else max(0.0, remaining))[0]
+            if r in ready:
+                chunk = OS.read(r, 1 << 16)
+                if not chunk:
+                    fds = [pidfd]
+                if len(buf) + len(chunk) > self.max_message:
+                    oversized, buf = True, b""  # keep draining so the child can finish
+                elif not oversized:
+                    buf += chunk
+            if pidfd in ready:
+                status = OS.waitpid(pid, 0)[1]
+                if len(fds) == 2 and not oversized:
+                    OS.set_blocking(r, False)
+                    try:
+                        buf += OS.read(r, self.max_message + 1 - len(buf))
+                    except OSError:
+                        pass
+                return (b"" if oversized or len(buf) > self.max_message else buf), status, killed
 
     def _finish(self, pid: int) -> None:
         """Kill and reap everything the call left (see module doc)."""
-        if self.iso.get("pidns") == "1":
+        if self.pidns:
+            try:  # every process of the namespace descends from this one: any left?
+                OS.waitpid(-1, OS.WNOHANG)
+            except ChildProcessError:
+                return  # none (the common case)
             try:
                 OS.kill(-1, SIGKILL)  # PID 1 of the namespace: all others, never itself
             except OSError:
@@ -176,11 +193,7 @@ class Zygote:
         except ChildProcessError:
             pass
 
-    def _clear_tmp(self) -> None:
-        try:
-            names = OS.listdir(self.tmp)
-        except OSError:
-            return
+    def _clear_tmp(self, names) -> None:
         for name in names:
             _remove(self.tmp + "/" + name)
 
