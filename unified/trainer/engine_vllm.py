@@ -127,7 +127,7 @@ class VLLMEngine(Engine):
         else:
             kwargs["gpu_memory_utilization"] = gpu_memory_utilization
         self._vllm = vllm
-        self._direct = on_cpu  # direct pushes re-pack CPU kernels; CUDA keeps vLLM's reload
+        self.direct_push = on_cpu  # False: every push through vLLM's reload (CUDA; benches compare)
         self.last_push_path = ""
         self._shapes, self._required = _parameter_shapes(model_path)
         self.llm = vllm.LLM(**kwargs)
@@ -182,10 +182,10 @@ class VLLMEngine(Engine):
         t0 = time.perf_counter()
         direct = None
         try:
-            direct = self.llm.collective_rpc(_direct_load, args=(staged,))[0] if self._direct else None
+            direct = self.llm.collective_rpc(_direct_load, args=(staged,))[0] if self.direct_push else None
         except _KernelKeptWeight as exc:  # this backend's kernels alias their weight: reload them all
             log.warning("direct weight push disabled (%s); using vLLM's reload", exc)
-            self._direct = False
+            self.direct_push = False
         except Exception:
             self.llm.reset_prefix_cache()
             raise
