@@ -1,14 +1,11 @@
 """Advantages and the policy loss come from verl's core_algos registries, selected by the
 algorithm config; signs, clipping, entropy/KL terms and loss aggregation modes."""
 
-from pathlib import Path
-
 import pytest
 import torch
-from omegaconf import OmegaConf
-
 from verl.trainer.ppo import core_algos
 
+from unified.config import compose_config
 from unified.trainer.losses import (
     AdvantageConfig,
     LossConfig,
@@ -19,7 +16,6 @@ from unified.trainer.losses import (
     ppo_loss,
 )
 
-CONFIGS = Path(__file__).parent.parent / "configs" / "algorithm"
 EXPECTED = {"grpo": "grpo", "rloo": "rloo", "reinforce_pp": "reinforce_plus_plus"}
 VERL_FN = {
     "grpo": core_algos.compute_grpo_outcome_advantage,
@@ -37,7 +33,7 @@ def _batch():
 
 @pytest.mark.parametrize("config_name", sorted(EXPECTED))
 def test_loss_and_advantage_estimator_from_config_come_from_verl_registries(config_name, monkeypatch):
-    cfg = OmegaConf.load(CONFIGS / f"{config_name}.yaml")
+    cfg = compose_config([f"algorithm={config_name}"], check=False).algorithm  # option files hold deltas over grpo
     asked = {"adv": [], "loss": []}
     real_adv, real_loss = core_algos.get_adv_estimator_fn, core_algos.get_policy_loss_fn
     monkeypatch.setattr(core_algos, "get_adv_estimator_fn", lambda name: asked["adv"].append(name) or real_adv(name))

@@ -30,7 +30,9 @@ from e2e import (
     metrics_rows, run,
 )  # fmt: skip
 
-pytestmark = pytest.mark.slow
+# several full runs per test (fixtures included) with every core busy: the per-test hang guard
+# is wider than the suite's 900 s (no assertion depends on timing)
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(2700)]
 DET = ["trainer.deterministic=true", "trainer.save_every=1", "trainer.keep_checkpoints=3"]
 # what must agree between runs; the rest of metrics.jsonl is timing, memory or engine counts.
 # (executor/ counters are compared apart: a process's first round also counts the calls made
