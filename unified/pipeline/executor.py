@@ -71,6 +71,7 @@ from pathlib import Path
 from unified.pipeline.exec_types import STATUSES, ExecCall, ExecResult, Stats
 from unified.pipeline.precheck import USER_FILE, Precheck, worker_stubs
 from unified.pipeline.sandbox_policy import BANNED_CALLS, BANNED_MODULES, Policy
+from unified.pipeline.sandbox_child import read_frame
 from unified.pipeline.sandbox_reply import parse_reply
 
 __all__ = ["STATUSES", "ExecCall", "ExecResult", "Executor", "ExecutorConfig", "Precheck", "Stats",
@@ -195,17 +196,7 @@ class _Worker:
             data = data[os.write(self.fd_out, data) :]
 
     def recv(self) -> bytes | None:
-        header = self._read(4)
-        return header and self._read(int.from_bytes(header, "big"))
-
-    def _read(self, n: int) -> bytes | None:
-        buf = bytearray()
-        while len(buf) < n:
-            chunk = os.read(self.fd_in, n - len(buf))
-            if not chunk:
-                return None
-            buf += chunk
-        return bytes(buf)
+        return read_frame(self.fd_in, os)
 
     def close(self, grace_s: float = 2.0) -> None:
         for stream in (self.proc.stdin, self.proc.stdout):
@@ -290,32 +281,32 @@ class Executor:
         for i in requests:
             key = avoid[i] if avoid is not None and len(self._workers) > 1 and avoid[i] >= 0 else None
             queues.setdefault(key, deque()).append(i)
-        idle = deque(self._workers)
+        idle, pending = list(self._workers), len(requests)
         inflight: dict[int, tuple[_Worker, int, float]] = {}  # fd -> (worker, job, deadline)
         hard_timeout = self.config.wall_s + 10.0  # the worker enforces the limits itself
-        while any(queues.values()) or inflight:
-            for w in list(idle):
+        while pending or inflight:
+            for w in idle[:] if pending else ():
                 job = _pick(queues, w.index)
                 if job is None:
                     continue
                 idle.remove(w)
+                pending -= 1
                 try:
                     w.send(requests[job])
                 except OSError:  # the worker died between calls: the call never ran, requeue it
                     queues.setdefault(None, deque()).appendleft(job)
+                    pending += 1
                     idle.append(self._respawn(w))
                     continue
                 inflight[w.fd_in] = (w, job, time.monotonic() + hard_timeout)
             if not inflight:
                 continue
-            wait = max(0.0, min(d for _, _, d in inflight.values()) - time.monotonic())
-            ready, _, _ = select.select(list(inflight), [], [], wait)
+            soonest = min(d for _, _, d in inflight.values())
+            ready = select.select(list(inflight), [], [], max(0.0, soonest - time.monotonic()))[0]
             now = time.monotonic()
-            for fd in list(inflight):
-                w, job, deadline = inflight[fd]
-                if fd not in ready and now < deadline:
-                    continue
-                del inflight[fd]
+            late = [fd for fd, (_, _, d) in inflight.items() if now >= d and fd not in ready] if now >= soonest else []
+            for fd in ready + late:
+                w, job, _ = inflight.pop(fd)
                 reply = w.recv() if fd in ready else None
                 ran_on[job] = w.index
                 out[job] = reply  # None: the worker died or hung (result_from_reply says so)

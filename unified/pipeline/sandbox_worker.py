@@ -92,7 +92,8 @@ class Zygote:
     def serve(self, fd_in: int, fd_out: int) -> None:
         """Steps 1-4 of the module doc, for ever. After each fork, every page this loop
         writes is copied (and reading an object writes its reference count), so the
-        common path stays in this loop, over locals, and raises nothing."""
+        common path stays in this loop, over locals, with one exception per call (`_finish`
+        learns that nothing is left from ChildProcessError)."""
         report = " ".join(f"{k}={v}" for k, v in self.iso.items())
         _send(fd_out, f"ready pid={OS.getpid()} uid={self.uid} {report}".encode())
         run_call, pipe, fork, close, read, write = self.child.run_call, OS.pipe, OS.fork, OS.close, OS.read, OS.write
