@@ -70,6 +70,8 @@ def run_call(req_fd, result_fd, devnull_fd, tmpdir, uid, limits, module, capture
         os_.write(result_fd, b"S")
         code, entry, args = marshal.loads(request)
         del request
+        if capture.parts:  # only the zygote can have written there (say, a warning): not this call's output
+            capture.__init__(limits["max_output_bytes"])
         _shut_in(req_fd, result_fd, devnull_fd, tmpdir, uid, limits["rlimits"], os_)
         outcome = execute(code, entry, args, module, limits, guards, literal)
     except BaseException as e:  # noqa: BLE001 - e.g. a failing rlimit or uid change
