@@ -148,6 +148,14 @@ def test_fork_bomb_is_contained_by_the_kernel(bare):
     assert_alive(bare)  # RLIMIT_NPROC capped it; the PID namespace took every fork with it
 
 
+def test_calls_run_at_the_callers_priority_not_the_zygotes(bare):
+    # The zygote runs above its calls (so that it wakes at a deadline under a fork bomb);
+    # a call must not inherit that boost, or hostile code would outrank the machine.
+    r = bare.run("import os\ndef f():\n    return os.getpriority(os.PRIO_PROCESS, 0)", "f")
+    assert r.ok and r.value == os.getpriority(os.PRIO_PROCESS, 0), r
+    assert_alive(bare)
+
+
 def test_daemon_that_outlives_the_call_is_killed(bare, tmp_path):
     marker = tmp_path / "daemon_was_here.txt"
     code = (

@@ -78,6 +78,9 @@ __all__ = ["STATUSES", "ExecCall", "ExecResult", "Executor", "ExecutorConfig", "
            "build_executor", "executor_config_from", "result_from_reply"]  # fmt: skip
 
 _JAIL = str(Path(__file__).resolve().with_name("sandbox_jail.py"))
+# The worker's code, sent compiled in its first frame (sandbox_jail.BOOT runs "worker").
+_HARNESS = {"worker": "sandbox_worker.py", "child": "sandbox_child.py", "guards": "sandbox_guards.py",
+            "literal": "literal.py"}  # fmt: skip
 # Trusted calls each worker runs in-process before its first fork (sandbox_child.rehearse):
 # an int, and a container of every literal kind with printed output.
 _REHEARSAL = ("def f(x):\n    return x + 1\n\n"
@@ -126,8 +129,12 @@ class ExecutorConfig:
         stubs, direct = worker_stubs(policy)
         code = compile(_REHEARSAL, USER_FILE, "exec", dont_inherit=True)
         rehearsal = [marshal.dumps((code, entry, (7,))) for entry in ("f", "g")]
+        here = Path(__file__).resolve().parent
+        harness = {name: compile((here / file).read_text(encoding="utf-8"), f"<{name}>", "exec", dont_inherit=True)
+                   for name, file in _HARNESS.items()}  # fmt: skip
         return marshal.dumps({"limits": limits, "banned_modules": self.banned_modules, "stubs": stubs,
-                              "direct": direct, "open_write": policy.open_write, "rehearsal": rehearsal})  # fmt: skip
+                              "direct": direct, "open_write": policy.open_write, "rehearsal": rehearsal,
+                              **harness})  # fmt: skip
 
 
 def executor_config_from(cfg_mapping) -> ExecutorConfig:

@@ -72,7 +72,7 @@ def run_call(req_fd, result_fd, devnull_fd, tmpdir, uid, limits, module, capture
         del request
         if capture.parts:  # only the zygote can have written there (say, a warning): not this call's output
             capture.__init__(limits["max_output_bytes"])
-        _shut_in(req_fd, result_fd, devnull_fd, tmpdir, uid, limits["rlimits"], os_)
+        _shut_in(req_fd, result_fd, devnull_fd, tmpdir, uid, limits["rlimits"], limits["call_nice"], os_)
         outcome = execute(code, entry, args, module, limits, guards, literal)
     except BaseException as e:  # noqa: BLE001 - e.g. a failing rlimit or uid change
         outcome = _failure(e, guards)
@@ -148,7 +148,7 @@ def _read_exact(fd, n, os_):
     return data
 
 
-def _shut_in(req_fd, result_fd, devnull_fd, tmpdir, uid, rlimits, os_) -> None:
+def _shut_in(req_fd, result_fd, devnull_fd, tmpdir, uid, rlimits, nice, os_) -> None:
     os_.setsid()  # own session and process group (the fallback kill path uses it)
     for fd in (0, 1, 2):
         os_.dup2(devnull_fd, fd)
@@ -160,6 +160,8 @@ def _shut_in(req_fd, result_fd, devnull_fd, tmpdir, uid, rlimits, os_) -> None:
         except (ValueError, OSError):  # without root a hard limit cannot be raised
             _setrlimit(which, (min(soft, resource.getrlimit(which)[1]),) * 2)
     os_.chdir(tmpdir)
+    if os_.getpriority(os_.PRIO_PROCESS, 0) != nice:  # back from the zygote's boost
+        os_.setpriority(os_.PRIO_PROCESS, 0, nice)
     if uid >= 0:  # root: become a user of our own, without capabilities
         os_.setgroups([])
         os_.setresgid(uid, uid, uid)

@@ -13,9 +13,12 @@ at ROOT and pivots into it. The new root holds only:
 
 Not the project, not /root, not the data files, not /proc, /etc, /run or /var, and so
 no host Unix socket (abstract ones belong to the network namespace). Then it sets
-no_new_privs and a parent-death signal and execs `python -I -S -c <sandbox_worker
-source>` with the other harness sources as arguments: the worker never reads a file of
-the project, and the project's modules are not even on disk inside.
+no_new_privs and a parent-death signal and execs `python -I -S -c BOOT`: BOOT reads the
+executor's first frame from stdin (the settings, and the harness compiled by the executor
+into code objects) and runs `sandbox_worker` from it. The worker never reads a file of the
+project, and the project's modules are not even on disk inside. (Sources passed as
+arguments stayed in the worker's memory several times over, argv copies and compiler
+garbage, ~1.3 MB that every fork copied the page tables of.)
 
 Without root (or when a step fails) it execs the same worker in place; the isolation
 report (passed to the worker as `key=0/1` words) says what is missing.
@@ -36,8 +39,18 @@ SYS_PIVOT_ROOT = {"x86_64": 155, "aarch64": 41, "ppc64le": 203, "s390x": 217}.ge
 SANDBOX_UID_BASE = 200_000  # the call's uid = base + this jail's host pid: unique while it lives
 RUNTIME_DIRS = ("/lib", "/lib64", "/lib32", "/usr/lib", "/usr/lib64", "/usr/lib32")
 DEVICES = ("null", "zero", "urandom", "random")
-HERE = os.path.dirname(os.path.abspath(__file__))
-SOURCES = ("sandbox_worker.py", "sandbox_child.py", "sandbox_guards.py", "literal.py")
+BOOT = """import marshal, os
+def read(n):
+    data = b""
+    while len(data) < n:
+        chunk = os.read(0, n - len(data))
+        if not chunk:
+            raise SystemExit(70)
+        data += chunk
+    return data
+INIT = marshal.loads(read(int.from_bytes(read(4), "big")))
+exec(INIT.pop("worker"), globals())
+"""
 
 _libc = ctypes.CDLL(None, use_errno=True)
 _libc.mount.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_ulong, ctypes.c_char_p]
@@ -120,18 +133,13 @@ def _statm() -> int:
 
 def main() -> None:
     root, max_file_mb = sys.argv[1], int(sys.argv[2])
-    sources = []
-    for name in SOURCES:
-        with open(os.path.join(HERE, name), encoding="utf-8") as f:
-            sources.append(f.read())
     uid = SANDBOX_UID_BASE + os.getpid()
     iso, statm = isolate(root, uid, max_file_mb)
     iso["no_new_privs"] = _libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) == 0
     tmp = "/tmp" if iso["pivot"] else root
     report = " ".join(f"{k}={int(v)}" for k, v in iso.items())
     python = sys._base_executable  # the real interpreter, inside base_prefix (visible after the pivot)
-    os.execv(python, [python, "-I", "-S", "-c", sources[0], *sources[1:], report,
-                      str(uid if iso["root_user"] else -1), tmp, str(statm)])  # fmt: skip
+    os.execv(python, [python, "-I", "-S", "-c", BOOT, report, str(uid if iso["root_user"] else -1), tmp, str(statm)])
 
 
 if __name__ == "__main__":
