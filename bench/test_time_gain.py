@@ -37,6 +37,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 SPLIT_SEED, TUNE_SIZE = 0, 100
+LAUNCHES = "launches.json"  # beside the two run folders: every command that trained them
 
 
 def split_ids(split: str) -> list[str]:
@@ -104,6 +105,8 @@ def curve(run: Path, rounds: int) -> tuple[list[float | None], dict, dict, list[
 def collect(args, ids: list[str], runs: dict[str, Path], seconds: dict, overrides: list[str]) -> dict:
     from unified.scaling_fit import fit_scalerl
 
+    launches_file = runs["train"].parent / LAUNCHES
+    launches = json.loads(launches_file.read_text()) if launches_file.exists() else []
     curves, outcomes, lasts, computes = {}, {}, {}, {}
     for name, folder in runs.items():
         curves[name], outcomes[name], lasts[name], computes[name] = curve(folder, args.rounds)
@@ -130,10 +133,12 @@ def collect(args, ids: list[str], runs: dict[str, Path], seconds: dict, override
         "seconds": seconds,
         "compute": {n: {k: v for k, v in lasts[n].items() if k.startswith("compute/")} for n in runs},
         "train_metrics_per_round": _per_round(runs["train"]),
+        "control_metrics_per_round": _per_round(runs["control"]),
         "fit": fit,
         "settings": {
             "model": args.model, "split": args.split, "offset": args.offset, "split_seed": SPLIT_SEED, "tune_ids": split_ids("tune"),
-            "overrides": overrides, "command": " ".join(sys.argv), "parallel": args.parallel,
+            "overrides": overrides or (launches[-1]["overrides"] if launches else []), "launches": launches,
+            "train_config": _saved_config(runs["train"]), "command": " ".join(sys.argv), "parallel": args.parallel,
             "date": datetime.date.today().isoformat(), "machine": f"{platform.machine()}, {os.cpu_count()} cores, {platform.python_version()}",
             "runs": {n: str(p) for n, p in runs.items()},
         },
@@ -146,14 +151,26 @@ def _last(points: list) -> float | None:
     return measured[-1] if measured else None
 
 
+def _saved_config(run: Path) -> dict:
+    """The resolved config the run last saved with a checkpoint: what actually trained,
+    whatever command rebuilt this JSON."""
+    from omegaconf import OmegaConf
+
+    path = run / "checkpoints" / "latest"
+    latest = run / "checkpoints" / path.read_text().strip() if path.is_file() else None
+    config = latest / "config.yaml" if latest else None
+    return OmegaConf.to_container(OmegaConf.load(config)) if config and config.exists() else {}
+
+
 def _per_round(run: Path) -> list[dict]:
     keys = ("round", "reward/mean", "reward/induction", "reward/deduction", "reward/abduction", "losses/kl", "losses/entropy",
-            "train/grad_norm", "tasks/kept", "state/version", "eval/pass@1", "time/round")  # fmt: skip
+            "train/grad_norm", "tasks/kept", "state/version", "time/round")  # fmt: skip
     path = run / "metrics.jsonl"
     if not path.exists():
         return []
     rows = [json.loads(line) for line in path.read_text().splitlines()]
-    return [{k: v for k, v in m.items() if k in keys or k.startswith(("reward/", "tasks/kept", "losses/", "parse/"))} for m in rows]
+    prefixes = ("reward/", "tasks/kept", "losses/", "parse/", "eval/pass@")
+    return [{k: v for k, v in m.items() if k in keys or k.startswith(prefixes)} for m in rows]
 
 
 def plot(result: dict, png: Path) -> None:
@@ -215,6 +232,11 @@ def main() -> int:
     seconds_file = base / "seconds.json"
     seconds = json.loads(seconds_file.read_text()) if seconds_file.exists() else {}
     if not args.collect:
+        base.mkdir(parents=True, exist_ok=True)
+        launches_file = base / LAUNCHES
+        launches = json.loads(launches_file.read_text()) if launches_file.exists() else []
+        launches.append({"command": " ".join(sys.argv), "overrides": overrides, "date": datetime.datetime.now().isoformat(timespec="seconds")})
+        launches_file.write_text(json.dumps(launches, indent=1) + "\n")
         env = {**os.environ, "PYTHONUNBUFFERED": "1"}
         if args.parallel:
             env["OMP_NUM_THREADS"] = "1"  # two engines on two cores: one thread each
