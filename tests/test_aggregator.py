@@ -30,7 +30,10 @@ class CountingEngine:
         self.fail = fail
         self.attempts = 0
 
-    def push(self, weights, version):
+    accepts_partial = False  # every push carries the whole model: the tests compare full states
+
+    def push(self, weights, version, *, partial=False):
+        assert not partial
         self.attempts += 1
         state = {n: t.detach().clone() for n, t in weights}  # consume it all, as a real push does
         if self.fail < 0 or self.attempts <= self.fail:

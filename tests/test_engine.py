@@ -176,6 +176,41 @@ def test_engine_partial_push_of_the_training_blocks(vllm_engine, monkeypatch):
     assert vllm_engine.push(top.named_full_weights(), vllm_engine.version + 1).ok and vllm_engine.accepts_partial
 
 
+def test_push_weights_sends_only_the_training_blocks_and_stays_exact(vllm_engine, monkeypatch):
+    """The trainer's push (update.push_weights): with top_layers it sends only the changing
+    blocks once the engine serves a complete set, and the engine then equals the policy;
+    after a push that failed inside the engine it sends everything."""
+    from unified.trainer.distributed import init_distributed
+    from unified.trainer.tuning import TuningConfig
+    from unified.trainer.update import push_weights
+
+    top = build_policy(str(default_model_dir()), device=init_distributed("cpu").device, dtype="float32",
+                       tuning=TuningConfig(method="top_layers", trainable_layers=1))  # fmt: skip
+    sent: list[tuple[bool, int]] = []
+    real_push = vllm_engine.push
+
+    def spy(weights, version, *, partial=False):
+        weights = list(weights)
+        sent.append((partial, len(weights)))
+        return real_push(iter(weights), version, partial=partial)
+
+    monkeypatch.setattr(vllm_engine, "push", spy)
+    monkeypatch.setattr(vllm_engine, "_complete", False)  # as after a failed push
+    assert push_weights(vllm_engine, top, vllm_engine.version + 1).ok
+    full = len(list(top.named_full_weights()))
+    assert sent[-1] == (False, full)
+    gen = torch.Generator().manual_seed(43)
+    with torch.no_grad():
+        for p in top.trainable_parameters():
+            p.add_(torch.randn(p.shape, generator=gen) * 0.05)
+    sampling = SamplingConfig(n=2, temperature=1.0, max_tokens=16, seed=3)
+    assert _max_logprob_gap(top, _flat(vllm_engine.generate(PROMPTS, sampling))) > 1e-2
+    assert push_weights(vllm_engine, top, vllm_engine.version + 1).ok
+    partial, count = sent[-1]
+    assert partial and 0 < count < full
+    assert _max_logprob_gap(top, _flat(vllm_engine.generate(PROMPTS, sampling))) <= 1e-4
+
+
 def test_engine_failed_push_is_reported_not_raised(vllm_engine, policy, monkeypatch):
     good = policy.full_state_dict()
     assert vllm_engine.push(good.items(), 40).ok

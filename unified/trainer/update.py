@@ -107,10 +107,15 @@ def step_and_push(aggregator: Aggregator, engine: Engine | None, retries: int = 
 
 
 def push_weights(engine: Engine, policy: Policy, version: int, retries: int = 1) -> PushResult:
-    """Push the policy's full weights as `version`; ranks agree on success, so a retry (a
-    collective gather) happens on all of them. Raises after `retries` failed retries."""
+    """Push the policy's weights as `version`; ranks agree on success, so a retry (a
+    collective gather) happens on all of them. Raises after `retries` failed retries.
+
+    When training changes only part of the model (`top_layers`, LoRA: `policy.changing`)
+    and every rank's engine serves a complete, intact set, only that part travels (a
+    partial push); otherwise, and after any failure, the whole model."""
     for attempt in range(retries + 1):
-        result = engine.push(policy.named_full_weights(), version)
+        partial = policy.changing is not None and all_reduce_int(int(engine.accepts_partial), "min") == 1
+        result = engine.push(policy.named_full_weights(changing_only=partial), version, partial=partial)
         if all_reduce_int(int(result.ok), "min") == 1:
             return result
         log.warning("push of version %d failed (attempt %d): %s", version, attempt + 1, result.error)
