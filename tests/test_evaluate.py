@@ -10,7 +10,8 @@ import pytest
 from unified.config import UserError
 from unified.evaluate import EvalResult, evaluate, resolve_eval_model, write_samples_jsonl
 from unified.pipeline.benchmarks import load_problems
-from unified.pipeline.executor import ExecutorConfig, build_executor
+from unified.pipeline.executor import ExecutorConfig
+from unified.pipeline.executors import build_executor
 from unified.pipeline.generation import ScriptedGenerator
 
 ROOT = Path(__file__).resolve().parents[1]

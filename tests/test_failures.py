@@ -40,7 +40,7 @@ def tokenizer():
 
 def test_generation_errors_are_retried_with_exponential_backoff(tokenizer, monkeypatch):
     waits = []
-    monkeypatch.setattr("unified.trainer.engine.time.sleep", waits.append)
+    monkeypatch.setattr("unified.trainer.engine_base.time.sleep", waits.append)
     engine = _FlakyBackend(tokenizer, fails=2)
     out = engine.generate(["def f(x):"], SamplingConfig(n=2, max_tokens=4))
     assert engine.calls == 3 and engine.cleanups == 2
@@ -49,7 +49,7 @@ def test_generation_errors_are_retried_with_exponential_backoff(tokenizer, monke
 
 
 def test_generation_gives_up_after_the_configured_retries(tokenizer, monkeypatch):
-    monkeypatch.setattr("unified.trainer.engine.time.sleep", lambda s: None)
+    monkeypatch.setattr("unified.trainer.engine_base.time.sleep", lambda s: None)
     engine = _FlakyBackend(tokenizer, fails=10)
     with pytest.raises(RuntimeError, match="generation failed after 4 attempts"):
         engine.generate(["def f(x):"], SamplingConfig(n=1, max_tokens=4))

@@ -5,7 +5,8 @@ from dataclasses import replace
 import pytest
 
 from unified.pipeline.benchmarks import load_problems, with_expected_outputs
-from unified.pipeline.executor import ExecutorConfig, build_executor
+from unified.pipeline.executor import ExecutorConfig
+from unified.pipeline.executors import build_executor
 from unified.pipeline.parquet_io import write_round
 from unified.pipeline.phases import PipelineConfig, run_phases_1_to_4, score_rollouts
 from unified.pipeline.validate import REASONS

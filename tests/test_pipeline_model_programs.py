@@ -7,7 +7,8 @@ from collections import Counter
 
 import pytest
 
-from unified.pipeline.executor import ExecutorConfig, build_executor
+from unified.pipeline.executor import ExecutorConfig
+from unified.pipeline.executors import build_executor
 from unified.pipeline.extract import answer_text
 from unified.pipeline.generation import ScriptedGenerator
 from unified.pipeline.phases import PipelineConfig, cap_tasks, run_phases_1_to_4

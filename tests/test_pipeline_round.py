@@ -7,7 +7,8 @@ import pytest
 import yaml
 
 from unified.pipeline.benchmarks import load_problems, with_expected_outputs
-from unified.pipeline.executor import ExecutorConfig, build_executor
+from unified.pipeline.executor import ExecutorConfig
+from unified.pipeline.executors import build_executor
 from unified.pipeline.generation import ScriptedGenerator
 from unified.pipeline.phases import PipelineConfig, pipeline_config_from, run_phases_1_to_4, score_rollouts
 from unified.pipeline.values import to_literal, values_equal

@@ -10,7 +10,7 @@ import argparse
 import sys
 from typing import Callable, Sequence
 
-from unified.config import UserError
+from unified.errors import UserError
 
 FLAG_TO_KEY = {
     "problems": "benchmark.problems",

@@ -22,7 +22,7 @@ import numpy as np
 import torch
 from omegaconf import DictConfig, OmegaConf
 
-from unified.config import UserError
+from unified.errors import UserError
 from unified.trainer import checkpoint as ckpt
 
 log = logging.getLogger("unified")
@@ -124,7 +124,8 @@ def _pipeline_config(cfg: DictConfig):
 def build_components(cfg: DictConfig, inputs: Inputs) -> Components:
     from unified.models import load_tokenizer
     from unified.pipeline.benchmarks import with_expected_outputs
-    from unified.pipeline.executor import build_executor, executor_config_from
+    from unified.pipeline.executor import executor_config_from
+    from unified.pipeline.executors import build_executor
     from unified.trainer.aggregator import build_aggregator
     from unified.trainer.distributed import init_distributed
     from unified.trainer.policy import build_policy_from_config

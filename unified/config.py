@@ -15,12 +15,10 @@ from typing import Sequence
 
 from omegaconf import DictConfig, OmegaConf
 
+from unified.errors import UserError
+
 CONFIG_DIR = Path(__file__).resolve().parent.parent / "configs"
 GROUPS = ("model", "rollout", "algorithm", "tuning", "benchmark", "pipeline", "executor", "trainer", "experiment")
-
-
-class UserError(Exception):
-    """Bad user input: printed as one line naming the problem and the fix, exit code 2."""
 
 
 def _group_options(group: str) -> list[str]:

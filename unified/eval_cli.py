@@ -30,7 +30,7 @@ import time
 from pathlib import Path
 from typing import Sequence
 
-from unified.config import UserError
+from unified.errors import UserError
 
 RESULTS, SAMPLES = "eval_results.json", "samples.jsonl"
 
@@ -104,7 +104,8 @@ def _load(args) -> list:
 def score_file(args, problems: list) -> int:
     from unified.eval_samples import program_text, read_samples, score_samples
     from unified.evaluate import EvalResult, write_results_json
-    from unified.pipeline.executor import ExecutorConfig, build_executor
+    from unified.pipeline.executor import ExecutorConfig
+    from unified.pipeline.executors import build_executor
 
     if args.model or args.resume:
         raise UserError("--samples scores a file without a model: leave out --model and --resume")
@@ -184,3 +185,7 @@ def _check_output(out: Path, resume: bool) -> None:
     if held and not resume:
         raise UserError(f"{str(out)!r} already holds evaluation results: continue them with --resume, "
                         "or choose another folder with --output DIR")  # fmt: skip
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -92,7 +92,8 @@ class EvalRun:
         from tqdm import tqdm
 
         from unified.evaluate import evaluate
-        from unified.pipeline.executor import ExecutorConfig, build_executor
+        from unified.pipeline.executor import ExecutorConfig
+        from unified.pipeline.executors import build_executor
 
         engine = self._engine(backend)
         bar = tqdm(total=len(self.problems), initial=len(self.problems) - len(todo), unit="problem", file=sys.stderr,

@@ -17,7 +17,7 @@ import json
 from pathlib import Path
 from typing import Sequence
 
-from unified.config import UserError
+from unified.errors import UserError
 
 
 def read_samples(path: str | Path) -> dict[str, dict]:

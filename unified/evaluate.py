@@ -27,12 +27,11 @@ from __future__ import annotations
 
 import json
 import os
-import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Sequence
 
-from unified.config import UserError
+from unified.errors import UserError
 
 DEFAULT_MAX_TOKENS = 256  # library default only: the CLI and the round loop pass pipeline.program_max_tokens
 PROMPT = "program_prompt: the phase-1 prompt (problem text, examples or code stub), one user turn in the model's chat template"
@@ -167,11 +166,7 @@ def resolve_eval_model(path: str | None) -> str:
     return resolve_model_path(path)
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    from unified.eval_cli import main as cli_main
+if __name__ == "__main__":  # `python -m unified.evaluate`: the CLI (eval_cli), which imports this module
+    import runpy
 
-    return cli_main(argv)
-
-
-if __name__ == "__main__":
-    sys.exit(main())
+    runpy.run_module("unified.eval_cli", run_name="__main__", alter_sys=True)

@@ -12,7 +12,7 @@ import socket
 from pathlib import Path
 from urllib.parse import urlparse
 
-from unified.config import UserError
+from unified.errors import UserError
 
 
 def _hub_reachable(timeout: float = 3.0) -> bool:

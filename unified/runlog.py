@@ -20,7 +20,7 @@ import time
 from contextlib import contextmanager
 from pathlib import Path
 
-from unified.config import UserError
+from unified.errors import UserError
 
 log = logging.getLogger("unified")
 _FORMAT = "%(asctime)s %(levelname)s %(message)s"

@@ -35,7 +35,7 @@ import shutil
 from contextlib import contextmanager
 from pathlib import Path
 
-from unified.config import UserError
+from unified.errors import UserError
 
 log = logging.getLogger("unified")
 

@@ -141,3 +141,14 @@ class Rejection:
     subject: str = ""  # the program/task id, or the input's literal text
     kind: str = ""  # the task kind for task-stage rejections, else ""
     detail: str = ""
+
+
+@dataclass(frozen=True)
+class SamplingConfig:
+    """How the engine samples: `n` completions per prompt; temperature 0 is greedy."""
+
+    n: int = 1
+    temperature: float = 1.0  # 0: greedy
+    top_p: float = 1.0
+    max_tokens: int = 128
+    seed: int | None = None  # prompt i is sampled with seed + i

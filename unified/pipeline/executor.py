@@ -75,7 +75,7 @@ from unified.pipeline.sandbox_child import read_frame
 from unified.pipeline.sandbox_reply import parse_reply
 
 __all__ = ["STATUSES", "ExecCall", "ExecResult", "Executor", "ExecutorConfig", "Precheck", "Stats",
-           "build_executor", "executor_config_from", "result_from_reply"]  # fmt: skip
+           "executor_config_from", "result_from_reply"]  # fmt: skip
 
 _JAIL = str(Path(__file__).resolve().with_name("sandbox_jail.py"))
 # The worker's code, sent compiled in its first frame (sandbox_jail.BOOT runs "worker").
@@ -103,8 +103,6 @@ class ExecutorConfig:
     wall_s: float | None = None  # wall-clock backstop for sleeping/blocked code; 10 x timeout_s + 1
 
     def __post_init__(self):
-        if self.backend not in ("local", "ray"):
-            raise ValueError(f"executor.backend must be 'local' or 'ray', got {self.backend!r}")
         set_ = lambda k, v: object.__setattr__(self, k, v)  # noqa: E731 - frozen: normalise once
         set_("workers", int(self.workers or os.cpu_count() or 1))
         for key in ("timeout_s", "cpu_s", "wall_s"):
@@ -151,15 +149,6 @@ def executor_config_from(cfg_mapping) -> ExecutorConfig:
             raise ValueError(f"unknown executor config key {key!r} (known: {', '.join(sorted(known))})")
     values = {k: tuple(v) if isinstance(v, (list, tuple)) else v for k, v in cfg_mapping.items()}
     return ExecutorConfig(**values)
-
-
-def build_executor(config: ExecutorConfig):
-    """The executor for `config.backend`: a local pool, or chunks of calls on Ray."""
-    if config.backend == "ray":
-        from unified.pipeline.executor_ray import RayExecutor
-
-        return RayExecutor(config)
-    return Executor(config)
 
 
 def result_from_reply(reply, max_output_bytes: int = ExecutorConfig.max_output_bytes) -> ExecResult:
@@ -354,7 +343,7 @@ def _pick(queues: dict[int | None, deque[int]], worker: int) -> int | None:
     return None
 
 
-if __name__ == "__main__":
-    from unified.pipeline.executor_cli import main
+if __name__ == "__main__":  # `python -m unified.pipeline.executor`: the CLI, which imports this module
+    import runpy
 
-    sys.exit(main())
+    runpy.run_module("unified.pipeline.executor_cli", run_name="__main__", alter_sys=True)

@@ -1,31 +1,15 @@
 """What the pipeline needs from a text generator, and a scripted one for tests and demos.
 
 The real generator is the resident engine (`unified.trainer.engine.Engine`); the pipeline
-only calls `generate(prompts, sampling)`, so it never imports the trainer beyond the
-`SamplingConfig` value type.
+only calls `generate(prompts, sampling)`, so it never imports the trainer
+(`SamplingConfig` lives in `unified.types`).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Callable, Protocol, Sequence
 
-from unified.types import Completion
-
-try:
-    from unified.trainer.engine import SamplingConfig
-except ModuleNotFoundError as exc:  # the engine module is written in parallel; same fields
-    if exc.name not in ("unified.trainer.engine", "unified.trainer"):
-        raise
-
-    @dataclass(frozen=True)
-    class SamplingConfig:  # type: ignore[no-redef]
-        n: int = 1
-        temperature: float = 1.0
-        top_p: float = 1.0
-        max_tokens: int = 128
-        seed: int | None = None
-
+from unified.types import Completion, SamplingConfig
 
 Prompt = Sequence[dict]  # chat messages: [{"role": "user", "content": ...}]
 

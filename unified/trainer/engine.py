@@ -1,12 +1,8 @@
 """The resident rollout engine: built once per process, weights pushed into it in place.
 
-`build_engine` picks a backend (`vllm_cpu`, `vllm`, `hf`) and returns an `Engine`. All
-backends share this file's behaviour: prompts are tokenised here (a string as raw text,
-a list of {"role", "content"} messages through the tokenizer's chat template), every
-completion carries its token ids, the behaviour log-prob of each sampled token (of the
-*processed* distribution, i.e. after temperature/top-p, the one the tokens were drawn
-from) and the weight version that produced it; generation errors are retried with
-exponential back-off; a push that fails is reported, never raised.
+`build_engine` picks a backend from `ENGINES` and returns an `Engine` (`engine_base`: what
+all backends share). A new backend is one module with an `Engine` subclass plus one line
+in `ENGINES`.
 
 Creating an engine is expensive and, for vLLM, tied to the process group, so a process
 gets one: a second `build_engine` raises unless `allow_another=True` (bench code does
@@ -16,22 +12,27 @@ that on purpose for its "restart" baseline). `engine_creations()` counts them al
 from __future__ import annotations
 
 import logging
-import time
-from dataclasses import dataclass
-from typing import Iterable, Iterator, Sequence
 
-import torch
+from unified.trainer.engine_base import Engine, Prompt, PushResult, Weights, WeightsRejected
+from unified.trainer.engine_hf import HFEngine
+from unified.trainer.engine_vllm import VLLMEngine
+from unified.types import SamplingConfig
 
-from unified.types import Completion
+__all__ = ["ENGINES", "BACKENDS", "Engine", "Prompt", "PushResult", "SamplingConfig", "Weights", "WeightsRejected",
+           "build_engine", "build_engine_from_config", "current_engine", "engine_creations", "sampling_from_config"]  # fmt: skip
 
 log = logging.getLogger("unified")
 
-Prompt = str | Sequence[dict]
-Weights = Iterable[tuple[str, torch.Tensor]]
-BACKENDS = ("vllm_cpu", "vllm", "hf")
+# backend name -> (class, extra constructor arguments)
+ENGINES: dict[str, tuple[type[Engine], dict]] = {
+    "vllm_cpu": (VLLMEngine, {"on_cpu": True}),
+    "vllm": (VLLMEngine, {"on_cpu": False}),
+    "hf": (HFEngine, {}),
+}
+BACKENDS = tuple(ENGINES)
 
 _CREATIONS = 0
-_CURRENT: "Engine | None" = None
+_CURRENT: Engine | None = None
 
 
 def engine_creations() -> int:
@@ -39,193 +40,9 @@ def engine_creations() -> int:
     return _CREATIONS
 
 
-def current_engine() -> "Engine | None":
+def current_engine() -> Engine | None:
     """The engine this process built last, if any (lets tests and tools share it)."""
     return _CURRENT
-
-
-@dataclass(frozen=True)
-class SamplingConfig:
-    n: int = 1
-    temperature: float = 1.0  # 0: greedy
-    top_p: float = 1.0
-    max_tokens: int = 128
-    seed: int | None = None  # prompt i is sampled with seed + i
-
-
-class WeightsRejected(ValueError):
-    """A push refused before anything was loaded (unknown name, wrong shape, non-finite
-    values, missing parameters): the engine keeps serving its previous weights."""
-
-
-@dataclass(frozen=True)
-class PushResult:
-    ok: bool
-    seconds: float
-    error: str = ""
-
-
-class Engine:
-    """Backend-independent part. Subclasses implement `_generate_ids` and `_load`."""
-
-    def __init__(self, tokenizer, max_model_len: int, retries: int, retry_backoff_s: float):
-        self.tokenizer = tokenizer
-        self.max_model_len = max_model_len
-        self.retries = retries
-        self.retry_backoff_s = retry_backoff_s
-        self.version = 0
-        self.healthy = True  # False after a failed push until a push succeeds
-        self.pushes = 0
-        self.failed_pushes = 0
-        # True while the engine serves one complete push (the weights it was built with
-        # count): only then may a partial push update a part of them
-        self._complete = True
-        self._partial = False
-        # seconds of the last push's phases (backend-defined keys, e.g. gather, validate,
-        # reload, tied_heads, prefix_cache) plus "total"; benches read it
-        self.last_push_phases: dict[str, float] = {}
-
-    @property
-    def creations(self) -> int:
-        return engine_creations()
-
-    # ---------------------------------------------------------------- generation
-    def encode(self, prompt: Prompt) -> list[int]:
-        if isinstance(prompt, str):
-            return list(self.tokenizer(prompt)["input_ids"])
-        text = self.tokenizer.apply_chat_template(
-            [dict(m) for m in prompt], tokenize=False, add_generation_prompt=True
-        )
-        return list(self.tokenizer(text, add_special_tokens=False)["input_ids"])
-
-    def generate(self, prompts: Sequence[Prompt], sampling: SamplingConfig) -> list[list[Completion]]:
-        """Per prompt, `sampling.n` completions. A prompt too long for the context gets
-        `finish_reason="error"` completions instead of failing the whole batch."""
-        if not self.healthy:
-            raise RuntimeError("engine weights are invalid after a failed push; push again first")
-        ids = [self.encode(p) for p in prompts]
-        fits = [i for i, p in enumerate(ids) if len(p) < self.max_model_len]
-        seeds = [None if sampling.seed is None else sampling.seed + i for i in fits]
-        raw = self._with_retries([ids[i] for i in fits], sampling, seeds) if fits else []
-        out: list[list[Completion]] = []
-        by_index = dict(zip(fits, raw))
-        for i, p in enumerate(ids):
-            if i not in by_index:
-                err = Completion("", tuple(p), (), (), "error", self.version)
-                out.append([err] * sampling.n)
-                continue
-            out.append([self._completion(p, t, lp, fr) for t, lp, fr in by_index[i]])
-        return out
-
-    def _completion(self, prompt_ids, token_ids, logprobs, finish_reason) -> Completion:
-        text = self.tokenizer.decode(list(token_ids), skip_special_tokens=True)
-        return Completion(
-            text, tuple(prompt_ids), tuple(token_ids), tuple(logprobs), finish_reason, self.version
-        )
-
-    def _with_retries(self, prompt_ids, sampling, seeds):
-        for attempt in range(self.retries + 1):
-            try:
-                return self._generate_ids(prompt_ids, sampling, seeds)
-            except Exception as exc:  # noqa: BLE001 - any backend error is retried, then raised
-                self._after_error()
-                if attempt == self.retries:
-                    raise RuntimeError(f"generation failed after {attempt + 1} attempts: {exc}") from exc
-                wait = self.retry_backoff_s * 2**attempt
-                log.warning("generation failed (%s); retry %d/%d in %.2fs", exc, attempt + 1, self.retries, wait)
-                time.sleep(wait)
-
-    def _generate_ids(self, prompt_ids, sampling, seeds):
-        """-> per prompt, n tuples (token_ids, logprobs, finish_reason)."""
-        raise NotImplementedError
-
-    def _after_error(self) -> None:
-        """Clean up after a failed generate (e.g. abort requests left in the engine)."""
-
-    # ---------------------------------------------------------------- weights
-    @property
-    def accepts_partial(self) -> bool:
-        """Whether a partial push can be applied: the engine serves a complete, intact set."""
-        return self.healthy and self._complete
-
-    def push(self, weights: Weights, version: int, *, partial: bool = False) -> PushResult:
-        """Load new weights in place (HF parameter names) and tag later samples `version`.
-
-        `partial=True`: `weights` holds only the tensors that may have changed since the
-        last complete push (`Policy.named_full_weights(changing_only=True)`: the trainable
-        blocks of `top_layers` or LoRA); the engine keeps serving its other tensors. The
-        caller promises that those are the same policy's; the engine refuses a partial push
-        unless it serves a complete, intact set (`accepts_partial`).
-
-        The iterator is always consumed to the end, even on failure: under FSDP it yields
-        all-gathered tensors, and a rank that stopped early would hang the others."""
-        t0 = time.perf_counter()
-        it = iter(weights)
-        self.last_push_phases = {}
-        self._partial = partial
-        try:
-            if partial and not self.accepts_partial:
-                raise WeightsRejected("a partial push needs the engine to serve a complete push first")
-            self._load(it)
-        except Exception as exc:  # noqa: BLE001 - reported to the caller, not raised
-            for _ in it:
-                pass
-            # rejected up front: the previous weights are still served intact; otherwise
-            # the engine may hold a mix of old and new weights until a push succeeds
-            if not isinstance(exc, WeightsRejected):
-                self.healthy = False
-                self._complete = False
-            self.failed_pushes += 1
-            log.error("weight push for version %d failed: %s", version, exc)
-            return PushResult(False, time.perf_counter() - t0, f"{type(exc).__name__}: {exc}")
-        finally:
-            self._partial = False
-        self.version = version
-        self.healthy = True
-        self._complete = True  # a partial push is only accepted on top of a complete one
-        self.pushes += 1
-        seconds = time.perf_counter() - t0
-        self.last_push_phases["total"] = seconds
-        return PushResult(True, seconds)
-
-    def _load(self, weights: Iterator[tuple[str, torch.Tensor]]) -> None:
-        raise NotImplementedError
-
-    def _check_weights(self, weights, shapes: dict[str, tuple[int, ...]] | None, required: set[str]) -> list[tuple[str, torch.Tensor]]:
-        """Materialise and check a push before anything is loaded: every name known
-        (`shapes`, tied aliases included; None: names and shapes unknown, not checked),
-        shapes equal, values finite, every `required` name present (unless the push is
-        partial). Raises `WeightsRejected`."""
-        staged: list[tuple[str, torch.Tensor]] = []
-        seen: set[str] = set()
-        for name, tensor in weights:
-            if shapes is None:
-                pass
-            elif name not in shapes:
-                raise WeightsRejected(f"no parameter named {name!r} in the engine's model")
-            elif tuple(tensor.shape) != tuple(shapes[name]):
-                raise WeightsRejected(f"{name}: shape {tuple(tensor.shape)} != {tuple(shapes[name])}")
-            if not torch.is_floating_point(tensor) or not _finite(tensor):
-                raise WeightsRejected(f"{name}: non-finite or non-float values")
-            staged.append((name, tensor))
-            seen.add(name)
-        missing = [] if self._partial else sorted(required - seen)
-        if missing:
-            raise WeightsRejected(f"push is missing {len(missing)} parameters, e.g. {missing[:3]}")
-        return staged
-
-    def close(self) -> None:
-        """Release the engine. For vLLM this also destroys the default process group."""
-
-
-def _finite(tensor: torch.Tensor) -> bool:
-    """All values finite. `aminmax` is one read-only pass (NaN propagates into both
-    results, +-inf shows in one of them); `isfinite(t).all()` writes a bool tensor of
-    the same length first and was 13x slower on CPU (SmolLM2: 1.06 s vs 83 ms)."""
-    if tensor.numel() == 0:
-        return True
-    lo, hi = torch.aminmax(tensor.detach())
-    return bool(torch.isfinite(lo) & torch.isfinite(hi))
 
 
 def build_engine(
@@ -244,31 +61,18 @@ def build_engine(
 ) -> Engine:
     """The process's engine. The process group must exist first (`init_distributed`)."""
     global _CREATIONS, _CURRENT
-    if backend not in BACKENDS:
-        raise ValueError(f"unknown rollout backend {backend!r}; choose one of {', '.join(BACKENDS)}")
+    if backend not in ENGINES:
+        raise ValueError(f"unknown rollout backend {backend!r}; choose one of {', '.join(ENGINES)}")
     if _CREATIONS and not allow_another:
         raise RuntimeError(
             f"an engine already exists in this process (creations={_CREATIONS}); the engine is "
             "resident: reuse it, or pass allow_another=True to create another on purpose"
         )
-    common = dict(max_model_len=max_model_len, retries=retries, retry_backoff_s=retry_backoff_s)
-    if backend == "hf":
-        from unified.trainer.engine_hf import HFEngine
-
-        engine: Engine = HFEngine(model_path, dtype=dtype, seed=seed, **common)
-    else:
-        from unified.trainer.engine_vllm import VLLMEngine
-
-        engine = VLLMEngine(
-            model_path,
-            on_cpu=backend == "vllm_cpu",
-            dtype=dtype,
-            seed=seed,
-            kv_cache_gib=kv_cache_gib,
-            gpu_memory_utilization=gpu_memory_utilization,
-            tensor_parallel_size=tensor_parallel_size,
-            **common,
-        )
+    cls, extra = ENGINES[backend]
+    options = dict(kv_cache_gib=kv_cache_gib, gpu_memory_utilization=gpu_memory_utilization,
+                   tensor_parallel_size=tensor_parallel_size)  # fmt: skip
+    engine = cls(model_path, dtype=dtype, seed=seed, max_model_len=max_model_len, retries=retries,
+                 retry_backoff_s=retry_backoff_s, **extra, **{k: v for k, v in options.items() if k in cls.OPTIONS})  # fmt: skip
     _CREATIONS += 1
     _CURRENT = engine
     log.info("engine created: backend=%s model=%s (creations=%d)", backend, model_path, _CREATIONS)

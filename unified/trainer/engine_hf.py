@@ -17,7 +17,7 @@ import os
 
 import torch
 
-from unified.trainer.engine import Engine
+from unified.trainer.engine_base import Engine
 
 
 class HFEngine(Engine):

@@ -47,7 +47,7 @@ from dataclasses import dataclass, field
 import torch
 
 from unified.trainer.distributed import assert_world_size
-from unified.trainer.engine import Engine, WeightsRejected
+from unified.trainer.engine_base import Engine, WeightsRejected
 
 log = logging.getLogger("unified")
 
@@ -84,6 +84,8 @@ def _import_vllm(on_cpu: bool, kv_cache_gib: float):
 
 
 class VLLMEngine(Engine):
+    OPTIONS = ("kv_cache_gib", "gpu_memory_utilization", "tensor_parallel_size")
+
     def __init__(
         self,
         model_path: str,

@@ -1,0 +1,19 @@
+"""Executor backends: one module each (a class built from an `ExecutorConfig`, used as a
+context manager, with `run`/`run_batch`) plus one line in `EXECUTORS`."""
+
+from __future__ import annotations
+
+from unified.pipeline.executor import Executor, ExecutorConfig
+from unified.pipeline.executor_ray import RayExecutor
+
+EXECUTORS: dict[str, type[Executor]] = {
+    "local": Executor,  # a warm pool of sandbox workers on this machine
+    "ray": RayExecutor,  # chunks of calls on a Ray cluster, each run by a local pool there
+}
+
+
+def build_executor(config: ExecutorConfig) -> Executor:
+    """The executor for `config.backend`."""
+    if config.backend not in EXECUTORS:
+        raise ValueError(f"executor.backend must be one of {', '.join(EXECUTORS)}, got {config.backend!r}")
+    return EXECUTORS[config.backend](config)
