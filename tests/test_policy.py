@@ -115,14 +115,14 @@ def test_policy_full_state_dict_round_trips(device, tmp_path, hf_model):
             _local(p).mul_(1.01).add_(0.001)
     changed = policy.full_state_dict()
     assert not torch.equal(changed["model.norm.weight"], state["model.norm.weight"])
-    policy.save_pretrained(tmp_path / "round")
+    policy.write_pretrained(tmp_path / "round", policy.full_state_dict())
     again = build_policy(str(tmp_path / "round"), device=device, dtype="float32").full_state_dict()
     assert set(again) == set(changed)
     for name in changed:
         torch.testing.assert_close(again[name], changed[name], atol=0, rtol=0)
 
 
-def test_policy_save_pretrained_loads_in_transformers(device, tmp_path):
+def test_policy_written_pretrained_loads_in_transformers(device, tmp_path):
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     policy = build_policy(str(default_model_dir()), device=device, dtype="float32")
@@ -130,7 +130,7 @@ def test_policy_save_pretrained_loads_in_transformers(device, tmp_path):
         for p in policy.parameters():
             _local(p).add_(0.01)
     tokenizer = AutoTokenizer.from_pretrained(str(default_model_dir()))
-    policy.save_pretrained(tmp_path / "hf", tokenizer=tokenizer)
+    policy.write_pretrained(tmp_path / "hf", policy.full_state_dict(), tokenizer=tokenizer)
     loaded = AutoModelForCausalLM.from_pretrained(str(tmp_path / "hf"), dtype=torch.float32).eval()
     assert AutoTokenizer.from_pretrained(str(tmp_path / "hf"))("def f(x):")["input_ids"] == tokenizer("def f(x):")["input_ids"]
     ids = torch.tensor([tokenizer("def add(a, b):\n    return a + b")["input_ids"]])

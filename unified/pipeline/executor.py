@@ -70,7 +70,7 @@ from pathlib import Path
 
 from unified.pipeline.exec_types import STATUSES, ExecCall, ExecResult, Stats
 from unified.pipeline.precheck import USER_FILE, Precheck, worker_stubs
-from unified.pipeline.sandbox_policy import BANNED_CALLS, BANNED_MODULES, Policy
+from unified.pipeline.sandbox_policy import BANNED_CALLS, BANNED_MODULES, SandboxRules
 from unified.pipeline.sandbox_child import read_frame
 from unified.pipeline.sandbox_reply import parse_reply
 
@@ -119,7 +119,7 @@ class ExecutorConfig:
 
     def worker_init(self) -> bytes:
         """Everything a worker needs, marshalled (the worker imports nothing to read it)."""
-        policy = Policy.from_lists(self.banned_modules, self.banned_calls)
+        policy = SandboxRules.from_lists(self.banned_modules, self.banned_calls)
         limits = {"timeout_s": self.timeout_s, "cpu_rlimit": max(1, math.ceil(self.cpu_s)), "wall_s": self.wall_s,
                   "memory_mb": self.memory_mb, "max_output_bytes": self.max_output_bytes, "max_file_mb": 32,
                   "max_open_files": 256, "max_processes": 64, "banned_modules": self.banned_modules,

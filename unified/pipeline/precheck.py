@@ -14,7 +14,7 @@ import marshal
 import sys
 
 from unified.pipeline.exec_types import ExecCall, ExecResult
-from unified.pipeline.sandbox_policy import Policy, scan
+from unified.pipeline.sandbox_policy import SandboxRules, scan
 from unified.pipeline.values import LiteralError, from_literal, to_literal
 
 MAX_CODE_CHARS = 1_000_000
@@ -24,7 +24,7 @@ _BUILTIN_STUBS = ("eval", "exec", "compile", "breakpoint", "input", "exit", "qui
 _DIRECT_ONLY = frozenset(_BUILTIN_STUBS) | {"sys._getframe"}  # raise only when the program calls them
 
 
-def worker_stubs(policy: Policy) -> tuple[list[tuple[str, str]], list[str]]:
+def worker_stubs(policy: SandboxRules) -> tuple[list[tuple[str, str]], list[str]]:
     """(module, attribute) of every loaded-module function the patterns ban (os.exec* ->
     execv, ...), and the names that raise only when the program calls them directly. The
     worker runs the same interpreter, so this process's modules have the same names."""
@@ -46,7 +46,7 @@ class Precheck:
     the code object, which saves it a third of its work)."""
 
     def __init__(self, config: ExecutorConfig):
-        self.policy = Policy.from_lists(config.banned_modules, config.banned_calls)
+        self.policy = SandboxRules.from_lists(config.banned_modules, config.banned_calls)
         self.max_output = config.max_output_bytes
         self._programs: dict[str, ExecResult | object] = {}  # source -> final verdict or code object
 

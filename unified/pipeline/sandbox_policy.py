@@ -82,7 +82,7 @@ def module_banned(name: str, banned_modules: tuple[str, ...]) -> bool:
 
 
 @dataclass(frozen=True)
-class Policy:
+class SandboxRules:
     """The two configured lists, split by kind for fast matching."""
 
     modules: tuple[str, ...]
@@ -92,7 +92,7 @@ class Policy:
     open_write: bool
 
     @classmethod
-    def from_lists(cls, banned_modules, banned_calls) -> Policy:
+    def from_lists(cls, banned_modules, banned_calls) -> SandboxRules:
         calls = [c for c in banned_calls if c != OPEN_WRITE]
         bare = [c for c in calls if "." not in c]
         return cls(
@@ -110,7 +110,7 @@ class Policy:
         return any(p.startswith(module + ".") for p in self.qualified)
 
 
-def scan(tree: ast.AST, policy: Policy) -> str | None:
+def scan(tree: ast.AST, policy: SandboxRules) -> str | None:
     """The first banned use in a parsed module, as a message, or None if there is none."""
     checker = _Scanner(policy)
     checker.bind_names(tree)
@@ -126,7 +126,7 @@ class _Found(Exception):
 
 
 class _Scanner(ast.NodeVisitor):
-    def __init__(self, policy: Policy):
+    def __init__(self, policy: SandboxRules):
         self.policy = policy
         self.aliases: dict[str, str] = {}  # local name -> dotted module path
         self.bound: set[str] = set()  # names the program defines itself (shadow builtins)

@@ -141,15 +141,6 @@ class Policy:
     def full_state_dict(self, device: str = "cpu") -> dict[str, torch.Tensor]:
         return {n: t.to(device, copy=True) for n, t in self.named_full_weights()}
 
-    def save_pretrained(self, directory: str | Path, tokenizer=None) -> None:
-        """Full weights in Hugging Face format (loadable by transformers and vLLM).
-        Collective: every rank gathers, rank 0 writes."""
-        state = self.full_state_dict()
-        if _rank() == 0:
-            self.write_pretrained(directory, state, tokenizer)
-        if dist.is_initialized():
-            dist.barrier()
-
     def write_pretrained(self, directory: str | Path, state: dict[str, torch.Tensor], tokenizer=None) -> None:
         """Write an already gathered `full_state_dict()` in Hugging Face format (one rank)."""
         from huggingface_hub import save_torch_state_dict
@@ -188,10 +179,6 @@ class Policy:
         finally:
             for p, grad in stashed.items():
                 p.grad = grad
-
-
-def _rank() -> int:
-    return dist.get_rank() if dist.is_initialized() else 0
 
 
 def _world() -> int:
