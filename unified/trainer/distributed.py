@@ -41,6 +41,13 @@ def resolve_device(device: str = "auto") -> torch.device:
     return torch.device(device)
 
 
+def resolve_dtype(dtype: str, device_type: str) -> str:
+    """The one place "auto" is decided: bf16 on GPUs, fp32 on CPUs (no bf16 units here)."""
+    if dtype == "auto":
+        return "bfloat16" if device_type == "cuda" else "float32"
+    return dtype
+
+
 OWN_PORT = "UNIFIED_WORLD_OF_ONE_PORT"  # the MASTER_PORT a world of one set (inherited by child processes)
 
 

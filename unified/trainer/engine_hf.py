@@ -17,6 +17,7 @@ import os
 
 import torch
 
+from unified.trainer.distributed import resolve_dtype
 from unified.trainer.engine_base import Engine
 
 
@@ -28,8 +29,7 @@ class HFEngine(Engine):
             self.device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", 0)))
         else:
             self.device = torch.device("cpu")
-        if dtype == "auto":
-            dtype = "bfloat16" if self.device.type == "cuda" else "float32"
+        dtype = resolve_dtype(dtype, self.device.type)
         tokenizer = AutoTokenizer.from_pretrained(model_path)
         tokenizer.padding_side = "left"
         self.model = AutoModelForCausalLM.from_pretrained(model_path, dtype=getattr(torch, dtype))

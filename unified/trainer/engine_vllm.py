@@ -46,7 +46,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from unified.trainer.distributed import assert_world_size
+from unified.trainer.distributed import assert_world_size, resolve_dtype
 from unified.trainer.engine_base import Engine, WeightsRejected
 
 log = logging.getLogger("unified")
@@ -108,8 +108,7 @@ class VLLMEngine(Engine):
             raise ValueError("vllm_cpu runs one engine per rank: tensor_parallel_size must be 1")
         vllm = _import_vllm(on_cpu, kv_cache_gib)
         rank = dist.get_rank()
-        if dtype == "auto":  # no bf16 units on these CPUs; bf16 on GPUs
-            dtype = "float32" if on_cpu else "bfloat16"
+        dtype = resolve_dtype(dtype, "cpu" if on_cpu else "cuda")
         kwargs = dict(
             model=str(model_path),
             dtype=dtype,

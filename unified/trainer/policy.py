@@ -29,6 +29,7 @@ import torch
 import torch.distributed as dist
 from torch.distributed.tensor import DTensor
 
+from unified.trainer.distributed import resolve_dtype
 from unified.trainer.tuning import (
     TuningConfig, adapter_tensors, apply_tuning, changing_parameters, lora_scalings, merged_weights, save_adapter,
 )  # fmt: skip
@@ -186,9 +187,7 @@ def _world() -> int:
 
 
 def compute_dtype(dtype: str, device: torch.device) -> torch.dtype:
-    if dtype == "auto":
-        return torch.bfloat16 if device.type == "cuda" else torch.float32
-    return getattr(torch, dtype)
+    return getattr(torch, resolve_dtype(dtype, device.type))
 
 
 def build_policy(
