@@ -82,11 +82,12 @@ def _empty(ax, text="no data") -> None:
 
 
 def plot_run(metrics_jsonl: str | Path, out_png: str | Path, title: str | None = None) -> Path:
+    """Three panels over the rounds: reward per task kind, greedy pass@1, phase times and
+    the push. Written atomically (a half-written PNG is never visible)."""
     import matplotlib
 
     matplotlib.use("Agg", force=True)
     import matplotlib.pyplot as plt
-    from matplotlib.ticker import MaxNLocator
 
     rows = read_metrics(metrics_jsonl)
     out_png = Path(out_png)
@@ -94,44 +95,9 @@ def plot_run(metrics_jsonl: str | Path, out_png: str | Path, title: str | None =
     fig, (ax_r, ax_p, ax_t) = plt.subplots(3, 1, figsize=(8, 9), sharex=True)
     try:
         fig.suptitle(title or Path(metrics_jsonl).parent.name or "run")
-
-        drawn = [_plot(ax_r, rows, k, **REWARD_STYLE[k]) for k in REWARD_KEYS]
-        ax_r.set_ylabel("mean reward")
-        ax_r.set_title("reward by task type")
-        if any(drawn):
-            ax_r.legend(loc="best", fontsize=8)
-        else:
-            _empty(ax_r)
-
-        if _plot(ax_p, rows, PASS_KEY, label="pass@1 (hidden tests)", color="tab:green"):
-            ax_p.legend(loc="best", fontsize=8)
-        else:
-            _empty(ax_p, "not evaluated")
-        ax_p.set_ylim(-0.05, 1.05)
-        ax_p.set_ylabel("pass@1")
-        ax_p.set_title("greedy pass@1")
-
-        handles = [k for k in PHASE_KEYS if _plot(ax_t, rows, k)]
-        ax_t.set_ylabel("seconds")
-        ax_t.set_title("phase times and weight push")
-        ax_push = ax_t.twinx()
-        xs, ys = series(rows, PUSH_KEY)
-        if xs:
-            ax_push.plot(xs, [y * 1000 for y in ys], marker="x", markersize=4, linestyle="--", color="tab:red", label="push")
-            ax_push.set_ylabel("push (ms)", color="tab:red")
-            handles.append(PUSH_KEY)
-        else:
-            ax_push.set_yticks([])
-        if handles:
-            lines = ax_t.get_lines() + ax_push.get_lines()
-            ax_t.legend(lines, [ln.get_label() for ln in lines], loc="best", fontsize=8)
-        else:
-            _empty(ax_t)
-        ax_t.set_xlabel("round")
-        ax_t.xaxis.set_major_locator(MaxNLocator(integer=True))  # rounds are whole numbers
-        rounds = [r["round"] for r in rows if isinstance(r.get("round"), (int, float))]
-        if len(set(rounds)) == 1:  # one round: give the axis some width around it
-            ax_t.set_xlim(rounds[0] - 1, rounds[0] + 1)
+        _rewards_panel(ax_r, rows)
+        _pass_panel(ax_p, rows)
+        _times_panel(ax_t, rows)
         fig.tight_layout()
         tmp = out_png.with_name(f".{out_png.stem}.tmp{os.getpid()}.png")
         fig.savefig(tmp, dpi=100, format="png")
@@ -139,6 +105,53 @@ def plot_run(metrics_jsonl: str | Path, out_png: str | Path, title: str | None =
     finally:
         plt.close(fig)
     return out_png
+
+
+def _rewards_panel(ax, rows: list[dict]) -> None:
+    drawn = [_plot(ax, rows, k, **REWARD_STYLE[k]) for k in REWARD_KEYS]
+    ax.set_ylabel("mean reward")
+    ax.set_title("reward by task type")
+    if any(drawn):
+        ax.legend(loc="best", fontsize=8)
+    else:
+        _empty(ax)
+
+
+def _pass_panel(ax, rows: list[dict]) -> None:
+    if _plot(ax, rows, PASS_KEY, label="pass@1 (hidden tests)", color="tab:green"):
+        ax.legend(loc="best", fontsize=8)
+    else:
+        _empty(ax, "not evaluated")
+    ax.set_ylim(-0.05, 1.05)
+    ax.set_ylabel("pass@1")
+    ax.set_title("greedy pass@1")
+
+
+def _times_panel(ax, rows: list[dict]) -> None:
+    """Phase seconds on the left axis, the push in ms on a twin axis; the round axis."""
+    from matplotlib.ticker import MaxNLocator
+
+    handles = [k for k in PHASE_KEYS if _plot(ax, rows, k)]
+    ax.set_ylabel("seconds")
+    ax.set_title("phase times and weight push")
+    ax_push = ax.twinx()
+    xs, ys = series(rows, PUSH_KEY)
+    if xs:
+        ax_push.plot(xs, [y * 1000 for y in ys], marker="x", markersize=4, linestyle="--", color="tab:red", label="push")
+        ax_push.set_ylabel("push (ms)", color="tab:red")
+        handles.append(PUSH_KEY)
+    else:
+        ax_push.set_yticks([])
+    if handles:
+        lines = ax.get_lines() + ax_push.get_lines()
+        ax.legend(lines, [ln.get_label() for ln in lines], loc="best", fontsize=8)
+    else:
+        _empty(ax)
+    ax.set_xlabel("round")
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))  # rounds are whole numbers
+    rounds = [r["round"] for r in rows if isinstance(r.get("round"), (int, float))]
+    if len(set(rounds)) == 1:  # one round: give the axis some width around it
+        ax.set_xlim(rounds[0] - 1, rounds[0] + 1)
 
 
 def main(argv=None) -> int:
