@@ -76,8 +76,28 @@ def validate_tasks(
     seed: int = 0,
     induction_reward: str = "all",
 ) -> tuple[list[Task], list[Rejection]]:
-    """Kept tasks (input order) and one Rejection per dropped task."""
-    outputs = _outputs_by_program(triples)
+    """Kept tasks (input order) and one Rejection per dropped task: each task checked on its
+    own, then the per-problem cap, then the balance between kinds (one seeded RNG, in that
+    order, so the same inputs keep the same tasks)."""
+    rejected = _check_each(tasks, _outputs_by_program(triples), induction_reward)
+    rng = random.Random(seed)
+    if max_per_type_per_problem is not None:
+        _cap_per_problem([t for t in tasks if t.task_id not in rejected], max_per_type_per_problem, rng, rejected)
+    if balance_types:
+        _balance_kinds([t for t in tasks if t.task_id not in rejected], rng, rejected)
+    kept = [t for t in tasks if t.task_id not in rejected]
+    rejections = [
+        Rejection("task", reason, t.problem_id, t.task_id, t.kind, detail)
+        for t in tasks
+        if t.task_id in rejected
+        for reason, detail in [rejected[t.task_id]]
+    ]
+    return kept, rejections
+
+
+def _check_each(tasks: Sequence[Task], outputs: dict, induction_reward: str) -> dict[str, tuple[str, str]]:
+    """task id -> (reason, detail) for trivial tasks, repeated prompts and golds that do not
+    earn 1 through their own reward."""
     rejected: dict[str, tuple[str, str]] = {}
     seen_prompts = set()
     for task in tasks:
@@ -88,33 +108,27 @@ def validate_tasks(
         elif not gold_earns_one(task, induction_reward):
             rejected[task.task_id] = ("gold_mismatch", task.gold[:200])
         seen_prompts.add((task.kind, task.prompt))
+    return rejected
 
-    rng = random.Random(seed)
-    alive = [t for t in tasks if t.task_id not in rejected]
-    if max_per_type_per_problem is not None:
-        groups: dict[tuple[str, str], list[Task]] = defaultdict(list)
-        for t in alive:
-            groups[(t.problem_id, t.kind)].append(t)
-        for group in groups.values():
-            rng.shuffle(group)
-            for t in group[max_per_type_per_problem:]:
-                rejected[t.task_id] = ("over_cap", "")
-        alive = [t for t in alive if t.task_id not in rejected]
-    if balance_types:
-        per_kind = {k: [t for t in alive if t.kind == k] for k in kinds.KINDS}
-        present = [len(v) for v in per_kind.values() if v]
-        target = min(present) if present else 0
-        for kind_tasks in per_kind.values():
-            shuffled = list(kind_tasks)
-            rng.shuffle(shuffled)
-            for t in _round_robin(shuffled)[target:]:
-                rejected[t.task_id] = ("balance", "")
 
-    kept = [t for t in tasks if t.task_id not in rejected]
-    rejections = [
-        Rejection("task", reason, t.problem_id, t.task_id, t.kind, detail)
-        for t in tasks
-        if t.task_id in rejected
-        for reason, detail in [rejected[t.task_id]]
-    ]
-    return kept, rejections
+def _cap_per_problem(alive: list[Task], cap: int, rng: random.Random, rejected: dict) -> None:
+    """At most `cap` tasks of each kind per problem (a seeded random choice)."""
+    groups: dict[tuple[str, str], list[Task]] = defaultdict(list)
+    for t in alive:
+        groups[(t.problem_id, t.kind)].append(t)
+    for group in groups.values():
+        rng.shuffle(group)
+        for t in group[cap:]:
+            rejected[t.task_id] = ("over_cap", "")
+
+
+def _balance_kinds(alive: list[Task], rng: random.Random, rejected: dict) -> None:
+    """As many tasks of each present kind as of the rarest one (round-robin over problems)."""
+    per_kind = {k: [t for t in alive if t.kind == k] for k in kinds.KINDS}
+    present = [len(v) for v in per_kind.values() if v]
+    target = min(present) if present else 0
+    for kind_tasks in per_kind.values():
+        shuffled = list(kind_tasks)
+        rng.shuffle(shuffled)
+        for t in _round_robin(shuffled)[target:]:
+            rejected[t.task_id] = ("balance", "")
