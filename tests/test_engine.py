@@ -144,6 +144,14 @@ def test_engine_direct_push_serves_what_vllms_own_reload_serves(vllm_engine, pol
     assert max(abs(a - b) for (_, x), (_, y) in zip(direct, reloaded) for a, b in zip(x, y)) <= 1e-6
 
 
+def _nudge(policy, seed: int) -> None:
+    """Move the trainable weights (as a step would), reproducibly."""
+    gen = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for p in policy.trainable_parameters():
+            p.add_(torch.randn(p.shape, generator=gen) * 0.05)
+
+
 def test_engine_partial_push_of_the_training_blocks(vllm_engine, monkeypatch):
     """top_layers: after one complete push, a push of just the training blocks (and norm)
     leaves the engine equal to the policy; a partial push is refused until the engine
@@ -154,10 +162,7 @@ def test_engine_partial_push_of_the_training_blocks(vllm_engine, monkeypatch):
     top = build_policy(str(default_model_dir()), device=init_distributed("cpu").device, dtype="float32",
                        tuning=TuningConfig(method="top_layers", trainable_layers=1))  # fmt: skip
     assert vllm_engine.push(top.named_full_weights(), vllm_engine.version + 1).ok and vllm_engine.accepts_partial
-    gen = torch.Generator().manual_seed(41)
-    with torch.no_grad():
-        for p in top.trainable_parameters():
-            p.add_(torch.randn(p.shape, generator=gen) * 0.05)
+    _nudge(top, seed=41)
     sampling = SamplingConfig(n=2, temperature=1.0, max_tokens=16, seed=2)
     assert _max_logprob_gap(top, _flat(vllm_engine.generate(PROMPTS, sampling))) > 1e-2
     sent = [n for n, _ in top.named_full_weights(changing_only=True)]
@@ -199,10 +204,7 @@ def test_push_weights_sends_only_the_training_blocks_and_stays_exact(vllm_engine
     assert push_weights(vllm_engine, top, vllm_engine.version + 1).ok
     full = len(list(top.named_full_weights()))
     assert sent[-1] == (False, full)
-    gen = torch.Generator().manual_seed(43)
-    with torch.no_grad():
-        for p in top.trainable_parameters():
-            p.add_(torch.randn(p.shape, generator=gen) * 0.05)
+    _nudge(top, seed=43)
     sampling = SamplingConfig(n=2, temperature=1.0, max_tokens=16, seed=3)
     assert _max_logprob_gap(top, _flat(vllm_engine.generate(PROMPTS, sampling))) > 1e-2
     assert push_weights(vllm_engine, top, vllm_engine.version + 1).ok
