@@ -29,7 +29,7 @@ def _run(argv) -> int:
     from unified.quiet import quiet_console
 
     quiet_console(verbose=bool(cfg.trainer.verbose))  # before torch and vLLM are imported
-    from unified.loop import train
+    from unified.run.loop import train
 
     return train(cfg)
 

@@ -136,7 +136,7 @@ def main() -> None:
 
     import torch
 
-    from unified.models import resolve_model_path
+    from unified.models.resolve import resolve_model_path
     from unified.trainer.distributed import init_distributed
     from unified.trainer.engine import SamplingConfig, build_engine
 

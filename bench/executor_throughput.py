@@ -28,7 +28,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from unified.pipeline.executor import ExecCall, Executor, ExecutorConfig  # noqa: E402
+from unified.sandbox.executor import ExecCall, Executor, ExecutorConfig  # noqa: E402
 
 PROGRAM = "def f(x):\n    return x + 1\n"
 OUT = Path(__file__).resolve().parents[1] / "logs" / "bench" / "executor_throughput.json"

@@ -78,8 +78,8 @@ TUNING = {"smollm2_top_layers": "top_layers"}  # the others: full fine-tuning
 
 def build_random_qwen2(path: Path, shape: dict, seed: int = 0) -> Path:
     """A random-weight Qwen2 in HF format with the tiny model's tokenizer."""
-    from unified.models import load_tokenizer
-    from unified.tiny_model import ARCH, default_model_dir, save_random_qwen2
+    from unified.models.resolve import load_tokenizer
+    from unified.models.tiny_model import ARCH, default_model_dir, save_random_qwen2
 
     return save_random_qwen2(path, load_tokenizer(str(default_model_dir())), {**ARCH, **shape}, seed)
 
@@ -279,7 +279,7 @@ def main() -> None:
     if unknown:
         parser.error(f"unknown size(s) {unknown}: choose from {', '.join(SIZES)}")
     threads = [int(t) for t in args.threads.split(",") if t.strip()]
-    from unified.tiny_model import default_model_dir
+    from unified.models.tiny_model import default_model_dir
 
     results = {}
     tmp = Path(tempfile.mkdtemp(prefix="push_time_"))
@@ -288,7 +288,7 @@ def main() -> None:
             if name == "tiny":
                 model_dir = str(default_model_dir())
             elif name.startswith("smollm2"):
-                from unified.smollm2 import model_dir as smollm2_dir
+                from unified.models.smollm2 import model_dir as smollm2_dir
 
                 model_dir = str(smollm2_dir())
             else:

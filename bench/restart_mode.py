@@ -19,20 +19,20 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import torch.distributed as dist  # noqa: E402
 
-import unified.components as components  # noqa: E402
-import unified.loop as loop  # noqa: E402
+import unified.run.components as components  # noqa: E402
+import unified.run.loop as loop  # noqa: E402
 
 
 @contextmanager
 def fresh_engine_per_phase(c):
     """Current weights -> a temporary HF folder -> a fresh engine -> torn down."""
-    from unified.telemetry import MeteredEngine
+    from unified.run.telemetry import MeteredEngine
     from unified.trainer.engine import build_engine_from_config
 
     state = c.policy.full_state_dict()
     with tempfile.TemporaryDirectory(prefix="unified-restart-") as folder:
         c.policy.write_pretrained(folder, state, c.tokenizer)  # each rank: its own local copy
-        engine = build_engine_from_config(c.cfg.rollout, folder, dtype=c.cfg.model.dtype, seed=c.cfg.seed + c.dist.rank,
+        engine = build_engine_from_config(c.rollout, folder, dtype=c.cfg.model.dtype, seed=c.cfg.seed + c.dist.rank,
                                           allow_another=True)  # fmt: skip
         components.warm_up(engine)
         engine.version = c.aggregator.version

@@ -103,7 +103,7 @@ def curve(run: Path, rounds: int) -> tuple[list[float | None], dict, dict, list[
 
 
 def collect(args, ids: list[str], runs: dict[str, Path], seconds: dict, overrides: list[str]) -> dict:
-    from unified.scaling_fit import fit_scalerl
+    from unified.eval.scaling_fit import fit_scalerl
 
     launches_file = runs["train"].parent / LAUNCHES
     launches = json.loads(launches_file.read_text()) if launches_file.exists() else []
@@ -196,7 +196,7 @@ def plot(result: dict, png: Path) -> None:
         c = np.array([p["compute"] for p in points])
         ax2.plot(c, [p["pass_at_1"] for p in points], "o", color="C0", label="train run")
         if fit.get("fitted"):
-            from unified.scaling_fit import scalerl_curve
+            from unified.eval.scaling_fit import scalerl_curve
 
             grid = np.linspace(max(c.min(), 1e-6), c.max() * 1.5, 200)
             ax2.plot(grid, scalerl_curve(grid, fit["r0"], fit["a"], fit["c_mid"], fit["b"]), "-", color="C2",

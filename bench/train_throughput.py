@@ -52,11 +52,11 @@ DEFAULT_TUNING = "top_layers"  # configs/train.yaml's default tuning: the headli
 
 def model_path(name: str) -> str:
     if name == "smollm2":
-        from unified.smollm2 import model_dir
+        from unified.models.smollm2 import model_dir
 
         return str(model_dir())
     if name == "tiny":
-        from unified.tiny_model import default_model_dir
+        from unified.models.tiny_model import default_model_dir
 
         return str(default_model_dir())
     return name
@@ -97,14 +97,14 @@ class Ours:
         from unified.trainer.aggregator import Aggregator
         from unified.trainer.policy import build_policy
         from unified.trainer.tuning import TuningConfig
-        from unified.trainer.update import UpdateConfig
+        from unified.schema import AlgorithmConfig
 
         self.policy = build_policy(path, device=torch.device("cpu"), dtype="float32",
                                    tuning=TuningConfig(method=tuning, trainable_layers=layers))  # fmt: skip
         opt = torch.optim.AdamW(self.policy.trainable_parameters(), lr=lr)
         self.agg = Aggregator(self.policy, opt, accum_steps=accum, update_steps=1, grad_clip=1.0,
                               max_staleness=10**9, micro_batch_size=micro)  # fmt: skip
-        self.cfg = UpdateConfig(micro_batch_size=micro)
+        self.cfg = AlgorithmConfig(micro_batch_size=micro, accum_steps=accum, update_steps=1)
         self.pad_id = pad_id
 
     def step(self, samples) -> None:
@@ -235,10 +235,11 @@ def main() -> None:
     import torch
 
     torch.set_num_threads(args.threads)
-    from unified.models import load_tokenizer
+    from unified.models.resolve import load_tokenizer
     from unified.trainer.batching import collate
     from unified.trainer.distributed import init_distributed
-    from unified.trainer.losses import AdvantageConfig, compute_advantages
+    from unified.schema import AlgorithmConfig
+    from unified.trainer.losses import compute_advantages
     from unified.trainer.batching import response_mask_of
 
     init_distributed("cpu")
@@ -251,7 +252,7 @@ def main() -> None:
     steps_samples, steps_batches = [], []
     for s in range(n_sets):
         samples = make_samples(per_step, args.prompt_tokens, args.response_tokens, cfg["vocab_size"], seed=s)
-        adv = list(compute_advantages([x.reward for x in samples], response_mask_of(samples), [x.group for x in samples], AdvantageConfig()))
+        adv = list(compute_advantages([x.reward for x in samples], response_mask_of(samples), [x.group for x in samples], AlgorithmConfig()))
         steps_samples.append(samples)
         steps_batches.append([collate(samples[j : j + args.micro_batch], adv[j : j + args.micro_batch], pad_id)
                               for j in range(0, per_step, args.micro_batch)])  # fmt: skip

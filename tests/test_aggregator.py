@@ -10,13 +10,16 @@ import pytest
 import torch
 from omegaconf import OmegaConf
 
-from unified.tiny_model import default_model_dir
+from unified.config import compose_config, typed
+from unified.errors import UserError
+from unified.models.tiny_model import default_model_dir
 from unified.trainer.aggregator import Aggregator, build_aggregator
 from unified.trainer.batching import collate
 from unified.trainer.distributed import init_distributed
 from unified.trainer.engine import PushResult, SamplingConfig
 from unified.trainer.policy import build_policy, token_logprobs_and_entropy
-from unified.trainer.update import UpdateConfig, push_weights, step_and_push, train_on_samples
+from unified.schema import AlgorithmConfig
+from unified.trainer.update import push_weights, step_and_push, train_on_samples
 from unified.types import Sample
 
 STATS_KEYS = {"global_step", "pending_contributions", "update_steps", "total_contributions", "queue_size", "version"}
@@ -167,7 +170,7 @@ def test_aggregator_drops_and_counts_stale_samples(device):
     rewards = [1.0, 0.0, 1.0, 0.0, 1.0, 0.0]
     versions = [3, 3, 3, 0, 1, 2]
     batch = [Sample((5, 6, 9), (7, 8, 10), (-8.0, -8.0, -8.0), r, "g", v) for r, v in zip(rewards, versions)]
-    summary = train_on_samples(batch, agg, UpdateConfig(micro_batch_size=2), engine=None, pad_token_id=0)
+    summary = train_on_samples(batch, agg, AlgorithmConfig(micro_batch_size=2), engine=None, pad_token_id=0)
     assert summary.used == 3 and summary.dropped_stale == 3 and agg.dropped_stale == 5
     assert summary.steps == 2 and summary.versions == (4, 5) and summary.micro_batches == 2
 
@@ -261,9 +264,8 @@ def test_aggregator_push_failure_is_retried_then_raised(device):
 
 
 def test_aggregator_train_on_samples_steps_per_config(device):
-    cfg = OmegaConf.load("configs/algorithm/grpo.yaml")
-    cfg.lr = 1e-3
-    cfg.max_staleness = 3  # three steps on samples all made at version 0
+    grpo = compose_config(["algorithm=grpo", "algorithm.lr=1e-3", "algorithm.max_staleness=3"], check=False)
+    cfg = typed(grpo, "algorithm")  # max_staleness 3: three steps on samples all made at version 0
     policy = _policy(device)
     engine = CountingEngine()
     agg = build_aggregator(cfg, policy)
@@ -274,15 +276,14 @@ def test_aggregator_train_on_samples_steps_per_config(device):
         Sample((5, 6, 7), tuple(torch.randint(10, 4000, (4,), generator=gen).tolist()), (-8.3,) * 4, float(i % 2), f"g{i // 4}", 0)
         for i in range(2 * per_step + 3)
     ]
-    summary = train_on_samples(samples, agg, UpdateConfig(micro_batch_size=cfg.micro_batch_size), engine=engine, pad_token_id=0)
+    summary = train_on_samples(samples, agg, cfg, engine=engine, pad_token_id=0)
     # two full steps and one flushed short chunk
     assert summary.steps == 3 and summary.versions == (1, 2, 3) and engine.versions == [1, 2, 3]
     assert summary.micro_batches == 2 * cfg.accum_steps * cfg.update_steps + 1
     assert agg.stats()["total_contributions"] == 2 * cfg.update_steps + 1
     assert math.isfinite(summary.losses["loss"]) and math.isfinite(summary.grad_norm)
-    bad = OmegaConf.merge(cfg, {"mini_batch_size": per_step + 1})
-    with pytest.raises(ValueError, match="mini_batch_size"):
-        build_aggregator(bad, policy)
+    with pytest.raises(UserError, match="mini_batch_size"):
+        typed(compose_config([f"algorithm.mini_batch_size={per_step + 1}"], check=False), "algorithm")
 
 
 def test_aggregator_pushes_into_the_real_engine(vllm_engine, device):
@@ -296,7 +297,7 @@ def test_aggregator_pushes_into_the_real_engine(vllm_engine, device):
     samples = [Sample(c.prompt_token_ids, c.token_ids, c.logprobs, float(i % 2), f"p{i // 4}", c.version) for i, c in enumerate(completions)]
     pushes_before = vllm_engine.pushes
     # 8 samples = 2 micro-batches of 4 = 2 contributions = one step
-    summary = train_on_samples(samples, agg, UpdateConfig(micro_batch_size=4), engine=vllm_engine, pad_token_id=0)
+    summary = train_on_samples(samples, agg, AlgorithmConfig(micro_batch_size=4), engine=vllm_engine, pad_token_id=0)
     assert summary.micro_batches == 2 and agg.stats()["total_contributions"] == 2
     assert summary.steps == 1 and agg.version == 1 and vllm_engine.version == 1
     assert vllm_engine.pushes == pushes_before + 1 and vllm_engine.last_push_phases["total"] > 0

@@ -89,7 +89,7 @@ RETURNS_NON_LITERALS = {"Mbpp/737", "Mbpp/787", "Mbpp/794"}  # EvalPlus: MBPP_OU
 
 @pytest.fixture(scope="module")
 def executor():
-    from unified.pipeline.executor import Executor, ExecutorConfig
+    from unified.sandbox.executor import Executor, ExecutorConfig
 
     with Executor(ExecutorConfig(banned_modules=(), banned_calls=(), timeout_s=5.0, memory_mb=1024)) as ex:
         yield ex

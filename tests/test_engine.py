@@ -7,7 +7,7 @@ import math
 import pytest
 import torch
 
-from unified.tiny_model import default_model_dir
+from unified.models.tiny_model import default_model_dir
 from unified.trainer import engine as engine_mod
 from unified.trainer.batching import collate
 from unified.trainer.engine import SamplingConfig, build_engine, engine_creations

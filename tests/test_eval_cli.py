@@ -1,4 +1,4 @@
-"""unified.evaluate's command line: resume after a kill, keyed output folders, the budget
+"""unified.eval.evaluate's command line: resume after a kill, keyed output folders, the budget
 of the round loop, and --samples scoring without a model (on the tiny model: fast)."""
 
 import json
@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from unified.eval_cli import _key
-from unified.eval_run import model_budget
+from unified.eval.cli import _key
+from unified.eval.run import model_budget
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -51,7 +51,7 @@ def test_resume_keeps_finished_rows_and_does_the_rest(tmp_path):
 
 
 def _checkpoint(root: Path, name: str, max_tokens: int) -> Path:
-    from unified.tiny_model import default_model_dir
+    from unified.models.tiny_model import default_model_dir
 
     ckpt = root / name
     shutil.copytree(default_model_dir(), ckpt / "model")

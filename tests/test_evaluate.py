@@ -1,4 +1,4 @@
-"""unified.evaluate: greedy pass@1 on hidden tests, samples.jsonl, checkpoint paths, CLI errors."""
+"""unified.eval.evaluate: greedy pass@1 on hidden tests, samples.jsonl, checkpoint paths, CLI errors."""
 
 import json
 import subprocess
@@ -8,10 +8,10 @@ from pathlib import Path
 import pytest
 
 from unified.config import UserError
-from unified.evaluate import EvalResult, evaluate, resolve_eval_model, write_samples_jsonl
+from unified.eval.evaluate import EvalResult, evaluate, resolve_eval_model, write_samples_jsonl
 from unified.pipeline.benchmarks import load_problems
-from unified.pipeline.executor import ExecutorConfig
-from unified.pipeline.executors import build_executor
+from unified.sandbox.executor import ExecutorConfig
+from unified.sandbox.executors import build_executor
 from unified.pipeline.generation import ScriptedGenerator
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -73,7 +73,7 @@ def test_half_right_is_one_half(problems, executor):
 
 
 def test_tiny_model_on_the_hf_engine(problems, executor, tmp_path):
-    from unified.tiny_model import default_model_dir
+    from unified.models.tiny_model import default_model_dir
     from unified.trainer.engine_hf import HFEngine
 
     # built directly, not via build_engine: does not count as (or replace) this process's resident engine
@@ -87,7 +87,7 @@ def test_tiny_model_on_the_hf_engine(problems, executor, tmp_path):
 
 
 def test_checkpoint_folder_and_root_resolve_to_the_model(tmp_path):
-    from unified.tiny_model import default_model_dir
+    from unified.models.tiny_model import default_model_dir
 
     model = default_model_dir()
     ckpt = tmp_path / "checkpoints" / "ckpt_000002"
@@ -139,7 +139,7 @@ def test_cli_writes_samples_and_results(tmp_path):
     assert results["scored"] == 2 and results["backend"] == "hf" and results["complete"] is True
     assert results["budget"]["max_tokens"] == 16 and results["max_tokens_from"] == "--max-tokens"
     assert results["budget"]["temperature"] == 0.0 and "program_prompt" in results["budget"]["prompt"]
-    from unified.tiny_model import BUILD_VERSION
+    from unified.models.tiny_model import BUILD_VERSION
 
     assert results["model"].endswith(f"tiny-qwen2-{BUILD_VERSION}")
 

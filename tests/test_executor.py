@@ -10,14 +10,13 @@ from pathlib import Path
 
 import pytest
 
-from unified.pipeline.executor import (
+from unified.sandbox.executor import (
     ExecCall,
     Executor,
     ExecutorConfig,
-    executor_config_from,
 )
-from unified.pipeline.executors import build_executor
-from unified.pipeline.sandbox_policy import BANNED_CALLS, BANNED_MODULES
+from unified.sandbox.executors import build_executor
+from unified.sandbox.rules import BANNED_CALLS, BANNED_MODULES
 
 REPO = Path(__file__).resolve().parents[1]
 INC = "def f(x):\n    return x + 1\n"
@@ -142,12 +141,16 @@ def test_closed_executor_refuses_calls():
 # ------------------------------------------------------------------ config
 
 
-def test_config_from_mapping():
-    cfg = executor_config_from({"workers": 3, "timeout_s": 1.5, "banned_modules": ["os"], "banned_calls": None})
+def test_config_from_overrides():
+    from unified.config import compose_config, typed
+    from unified.errors import UserError
+
+    overrides = ["executor.workers=3", "executor.timeout_s=1.5", "executor.banned_modules=[os]", "executor.banned_calls=null"]
+    cfg = typed(compose_config(overrides, check=False), "executor")
     assert cfg.workers == 3 and cfg.cpu_s == 2.0 and cfg.wall_s == 16.0
     assert cfg.banned_modules == ("os",) and cfg.banned_calls == BANNED_CALLS
-    with pytest.raises(ValueError, match="timeot_s"):
-        executor_config_from({"timeot_s": 1})
+    with pytest.raises(UserError, match="unknown config key 'executor.timeot_s'"):
+        compose_config(["executor.timeot_s=1"], check=False)
     with pytest.raises(ValueError, match="backend must be one of local, ray"):
         build_executor(ExecutorConfig(backend="k8s"))
     with pytest.raises(ValueError, match="timeout_s"):
@@ -157,9 +160,9 @@ def test_config_from_mapping():
 
 @pytest.mark.parametrize("name", ["local", "ray"])
 def test_yaml_configs_have_exactly_the_config_keys(name):
-    from omegaconf import OmegaConf
+    from unified.config import compose_config, typed
 
-    cfg = executor_config_from(OmegaConf.load(REPO / "configs" / "executor" / f"{name}.yaml"))
+    cfg = typed(compose_config([f"executor={name}"], check=False), "executor")
     assert cfg.backend == name
     assert cfg.banned_modules == BANNED_MODULES and cfg.banned_calls == BANNED_CALLS
 

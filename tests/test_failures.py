@@ -32,8 +32,8 @@ class _FlakyBackend(Engine):
 
 @pytest.fixture(scope="module")
 def tokenizer():
-    from unified.models import load_tokenizer
-    from unified.tiny_model import default_model_dir
+    from unified.models.resolve import load_tokenizer
+    from unified.models.tiny_model import default_model_dir
 
     return load_tokenizer(str(default_model_dir()))
 
@@ -57,11 +57,12 @@ def test_generation_gives_up_after_the_configured_retries(tokenizer, monkeypatch
 
 
 def test_nonfinite_loss_skips_the_step_and_is_counted(tokenizer):
-    from unified.tiny_model import default_model_dir
+    from unified.models.tiny_model import default_model_dir
     from unified.trainer.aggregator import Aggregator
     from unified.trainer.distributed import init_distributed
     from unified.trainer.policy import build_policy
-    from unified.trainer.update import UpdateConfig, train_on_samples
+    from unified.schema import AlgorithmConfig
+    from unified.trainer.update import train_on_samples
 
     info = init_distributed("cpu")
     policy = build_policy(default_model_dir(), device=info.device)
@@ -75,7 +76,7 @@ def test_nonfinite_loss_skips_the_step_and_is_counted(tokenizer):
 
     # an infinite reward (a broken reward function) makes the advantages, loss and gradient non-finite
     poisoned = [sample(math.inf, 0, -1.0), sample(0.0, 0, -1.0), sample(1.0, 1, -1.0), sample(0.0, 1, -1.0)]
-    summary = train_on_samples(poisoned, agg, UpdateConfig(micro_batch_size=4), engine=None, pad_token_id=tokenizer.pad_token_id)
+    summary = train_on_samples(poisoned, agg, AlgorithmConfig(micro_batch_size=4), engine=None, pad_token_id=tokenizer.pad_token_id)
     assert summary.skipped_nonfinite == 1 and summary.steps == 0
     assert agg.skipped_nonfinite == 1 and agg.version == 0
     after = policy.full_state_dict()
@@ -83,6 +84,6 @@ def test_nonfinite_loss_skips_the_step_and_is_counted(tokenizer):
     assert not optimizer.state  # AdamW never stepped: no moments were created
 
     healthy = [sample(1.0, 0, -1.0), sample(0.0, 0, -1.0), sample(1.0, 1, -1.0), sample(0.0, 1, -1.0)]
-    summary = train_on_samples(healthy, agg, UpdateConfig(micro_batch_size=4), engine=None, pad_token_id=tokenizer.pad_token_id)
+    summary = train_on_samples(healthy, agg, AlgorithmConfig(micro_batch_size=4), engine=None, pad_token_id=tokenizer.pad_token_id)
     assert summary.steps == 1 and agg.version == 1  # the run goes on
     assert any(not torch.equal(before[k], v) for k, v in policy.full_state_dict().items())

@@ -7,10 +7,10 @@ import types
 import pytest
 
 import unified.kinds as kinds
-from unified import metrics
+from unified.run import metrics
 from unified.kinds import KINDS, TASK_KINDS, BuildOptions
 from unified.kinds.base import cases_passed
-from unified.pipeline.exec_types import ExecCall, ExecResult
+from unified.sandbox.exec_types import ExecCall, ExecResult
 from unified.pipeline.extract import read_literal
 from unified.pipeline.rewards import score_batch
 from unified.pipeline.tasks import build_tasks

@@ -12,13 +12,13 @@ import time
 import pytest
 import torch
 
-from unified.tiny_model import default_model_dir
+from unified.models.tiny_model import default_model_dir
 from unified.trainer.aggregator import Aggregator
 from unified.trainer.distributed import init_distributed
 from unified.trainer.engine import SamplingConfig, engine_creations
-from unified.trainer.losses import AdvantageConfig, LossConfig
 from unified.trainer.policy import build_policy
-from unified.trainer.update import UpdateConfig, push_weights, train_on_samples
+from unified.schema import AlgorithmConfig
+from unified.trainer.update import push_weights, train_on_samples
 from unified.types import Sample
 
 MAX_VERSIONS = 40
@@ -60,9 +60,8 @@ def test_learnability_grpo_through_the_real_engine(vllm_engine):
         policy, torch.optim.AdamW(policy.parameters(), lr=LR, weight_decay=0.0),
         accum_steps=2, update_steps=1, grad_clip=1.0, max_staleness=1,
     )
-    cfg = UpdateConfig(micro_batch_size=N * len(PROMPTS) // 2, temperature=1.0,
-                       loss=LossConfig(policy_loss="vanilla", loss_agg_mode="token-mean"),
-                       advantage=AdvantageConfig(estimator="grpo"))
+    cfg = AlgorithmConfig(micro_batch_size=N * len(PROMPTS) // 2, policy_loss="vanilla", loss_agg_mode="token-mean",
+                          adv_estimator="grpo")  # fmt: skip
     pushes_at_start = engine.pushes
     assert push_weights(engine, policy, 0).ok and engine.version == 0  # the engine serves the untrained policy
 

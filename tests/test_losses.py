@@ -5,13 +5,10 @@ import pytest
 import torch
 from verl.trainer.ppo import core_algos
 
-from unified.config import compose_config
+from unified.config import compose_config, typed
+from unified.schema import AlgorithmConfig
 from unified.trainer.losses import (
-    AdvantageConfig,
-    LossConfig,
-    advantage_config_from,
     compute_advantages,
-    loss_config_from,
     outcome_token_rewards,
     ppo_loss,
 )
@@ -33,13 +30,13 @@ def _batch():
 
 @pytest.mark.parametrize("config_name", sorted(EXPECTED))
 def test_loss_and_advantage_estimator_from_config_come_from_verl_registries(config_name, monkeypatch):
-    cfg = compose_config([f"algorithm={config_name}"], check=False).algorithm  # option files hold deltas over grpo
+    cfg = typed(compose_config([f"algorithm={config_name}"], check=False), "algorithm")  # option files: deltas over grpo
     asked = {"adv": [], "loss": []}
     real_adv, real_loss = core_algos.get_adv_estimator_fn, core_algos.get_policy_loss_fn
     monkeypatch.setattr(core_algos, "get_adv_estimator_fn", lambda name: asked["adv"].append(name) or real_adv(name))
     monkeypatch.setattr(core_algos, "get_policy_loss_fn", lambda name: asked["loss"].append(name) or real_loss(name))
 
-    adv_cfg, loss_cfg = advantage_config_from(cfg), loss_config_from(cfg)
+    adv_cfg = loss_cfg = cfg
     rewards, mask, groups = _batch()
     adv = compute_advantages(rewards, mask, groups, adv_cfg)
     assert asked["adv"] == [EXPECTED[config_name]]
@@ -79,7 +76,7 @@ def test_loss_grpo_advantages_are_group_normalised():
     # group "a": rewards (1, 0) -> +-(0.5 / std) with torch's unbiased std 0.7071
     assert adv[0, 0] == pytest.approx(0.7071, abs=1e-3) and adv[1, 0] == pytest.approx(-0.7071, abs=1e-3)
     assert torch.allclose(adv[0, :3], adv[0, 0].expand(3))  # one value per sequence
-    unscaled = compute_advantages(rewards, mask, groups, AdvantageConfig(norm_adv_by_std_in_grpo=False))
+    unscaled = compute_advantages(rewards, mask, groups, AlgorithmConfig(norm_adv_by_std_in_grpo=False))
     assert unscaled[0, 0] == pytest.approx(0.5) and unscaled[3, 0] == pytest.approx(-0.25)
     same = compute_advantages([1.0, 1.0], torch.ones(2, 3), ["x", "x"])
     assert same.abs().max() == 0  # no signal in a group with equal rewards
@@ -87,7 +84,7 @@ def test_loss_grpo_advantages_are_group_normalised():
 
 @pytest.mark.parametrize("estimator", ["grpo", "rloo", "reinforce_plus_plus"])
 def test_loss_positive_advantage_raises_sampled_token_logprob(estimator):
-    from unified.tiny_model import default_model_dir
+    from unified.models.tiny_model import default_model_dir
     from unified.trainer.batching import collate
     from unified.trainer.distributed import init_distributed
     from unified.trainer.policy import build_policy, token_logprobs_and_entropy
@@ -108,10 +105,10 @@ def test_loss_positive_advantage_raises_sampled_token_logprob(estimator):
 
     with torch.no_grad():
         before = logprobs()
-    adv = compute_advantages([s.reward for s in samples], mb.response_mask, [s.group for s in samples], AdvantageConfig(estimator=estimator))
+    adv = compute_advantages([s.reward for s in samples], mb.response_mask, [s.group for s in samples], AlgorithmConfig(adv_estimator=estimator))
     assert (adv[[0, 3]] > 0).all() and (adv[[1, 2]] < 0).all()
     optimizer = torch.optim.SGD(policy.parameters(), lr=0.05)
-    loss, _ = ppo_loss(logprobs(), before, adv, mb.response_mask, LossConfig())  # on-policy: ratio 1
+    loss, _ = ppo_loss(logprobs(), before, adv, mb.response_mask, AlgorithmConfig())  # on-policy: ratio 1
     loss.backward()
     optimizer.step()
     with torch.no_grad():
@@ -123,7 +120,7 @@ def test_loss_positive_advantage_raises_sampled_token_logprob(estimator):
 
 
 def test_loss_clipping_of_the_ratio_against_behaviour_logprobs():
-    cfg = LossConfig(clip_ratio_low=0.2, clip_ratio_high=0.3, clip_ratio_c=3.0)
+    cfg = AlgorithmConfig(clip_ratio_low=0.2, clip_ratio_high=0.3, clip_ratio_c=3.0)
     mask = torch.ones(1, 1)
 
     def run(ratio: float, advantage: float):
@@ -166,15 +163,15 @@ def test_loss_agg_modes():
         "token-sum": token_sum.sum(),
     }
     for mode, value in expected.items():
-        loss, _ = ppo_loss(zeros, zeros, loss_mat_adv, mask, LossConfig(loss_agg_mode=mode))
+        loss, _ = ppo_loss(zeros, zeros, loss_mat_adv, mask, AlgorithmConfig(loss_agg_mode=mode))
         assert float(loss) == pytest.approx(float(value), abs=1e-6), mode
     with pytest.raises(ValueError):
-        ppo_loss(zeros, zeros, loss_mat_adv, mask, LossConfig(loss_agg_mode="no-such-mode"))
+        ppo_loss(zeros, zeros, loss_mat_adv, mask, AlgorithmConfig(loss_agg_mode="no-such-mode"))
 
     # normalised over the contribution: micro-batch losses sum to the whole batch's loss
     for mode, key in (("token-mean", int(mask.sum())), ("seq-mean-token-mean", 3)):
         parts = [
-            ppo_loss(zeros[rows], zeros[rows], loss_mat_adv[rows], mask[rows], LossConfig(loss_agg_mode=mode),
+            ppo_loss(zeros[rows], zeros[rows], loss_mat_adv[rows], mask[rows], AlgorithmConfig(loss_agg_mode=mode),
                      batch_num_tokens=int(mask.sum()), global_batch_size=3)[0]
             for rows in ([0], [1, 2])
         ]
@@ -185,15 +182,15 @@ def test_loss_entropy_coeff_and_optional_kl_to_reference():
     torch.manual_seed(1)
     lp, old, adv, ent = torch.randn(2, 3), torch.randn(2, 3), torch.randn(2, 3), torch.rand(2, 3)
     mask = torch.ones(2, 3)
-    base, m0 = ppo_loss(lp, old, adv, mask, LossConfig(), entropy=ent)
+    base, m0 = ppo_loss(lp, old, adv, mask, AlgorithmConfig(), entropy=ent)
     assert m0["entropy"] == pytest.approx(float(ent.mean())) and float(base) == pytest.approx(m0["pg_loss"])
-    with_ent, _ = ppo_loss(lp, old, adv, mask, LossConfig(entropy_coeff=0.1), entropy=ent)
+    with_ent, _ = ppo_loss(lp, old, adv, mask, AlgorithmConfig(entropy_coeff=0.1), entropy=ent)
     assert float(with_ent) == pytest.approx(float(base) - 0.1 * float(ent.mean()), abs=1e-6)
 
     ref = lp - 0.3
     with pytest.raises(ValueError, match="ref_log_prob"):
-        ppo_loss(lp, old, adv, mask, LossConfig(use_kl_loss=True))
-    with_kl, m = ppo_loss(lp, old, adv, mask, LossConfig(use_kl_loss=True, kl_loss_coef=0.5), ref_log_prob=ref)
+        ppo_loss(lp, old, adv, mask, AlgorithmConfig(use_kl_loss=True))
+    with_kl, m = ppo_loss(lp, old, adv, mask, AlgorithmConfig(use_kl_loss=True, kl_loss_coef=0.5), ref_log_prob=ref)
     kl = core_algos.kl_penalty(logprob=lp, ref_logprob=ref, kl_penalty="low_var_kl").mean()
     assert m["kl"] == pytest.approx(float(kl), abs=1e-6) and m["kl"] > 0
     assert float(with_kl) == pytest.approx(float(base) + 0.5 * float(kl), abs=1e-6)

@@ -1,8 +1,8 @@
 """`executor/` round metrics: this round's sandbox calls and timeouts by kind (deltas, so a
 resumed run logs what an uninterrupted one logs)."""
 
-from unified import metrics as M
-from unified.pipeline.exec_types import ExecResult, Stats
+from unified.run import metrics as M
+from unified.sandbox.exec_types import ExecResult, Stats
 
 
 class _Counting:

@@ -5,8 +5,8 @@ from dataclasses import replace
 import pytest
 
 from unified.pipeline.benchmarks import load_problems, with_expected_outputs
-from unified.pipeline.executor import ExecutorConfig
-from unified.pipeline.executors import build_executor
+from unified.sandbox.executor import ExecutorConfig
+from unified.sandbox.executors import build_executor
 from unified.pipeline.parquet_io import write_round
 from unified.pipeline.phases import PipelineConfig, run_phases_1_to_4, score_rollouts
 from unified.pipeline.validate import REASONS
@@ -19,7 +19,7 @@ def _engine():
     existing = engine_mod.current_engine()  # one resident engine per process: reuse it
     if existing is not None:
         return existing
-    from unified.tiny_model import default_model_dir
+    from unified.models.tiny_model import default_model_dir
     from unified.trainer.distributed import init_distributed
 
     init_distributed("cpu")  # the process group must exist before vLLM

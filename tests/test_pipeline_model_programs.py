@@ -7,8 +7,8 @@ from collections import Counter
 
 import pytest
 
-from unified.pipeline.executor import ExecutorConfig
-from unified.pipeline.executors import build_executor
+from unified.sandbox.executor import ExecutorConfig
+from unified.sandbox.executors import build_executor
 from unified.pipeline.extract import answer_text
 from unified.pipeline.generation import ScriptedGenerator
 from unified.pipeline.phases import PipelineConfig, cap_tasks, run_phases_1_to_4

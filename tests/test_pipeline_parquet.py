@@ -7,8 +7,8 @@ import pytest
 from datasets import Dataset
 
 from unified.pipeline.benchmarks import load_problems, with_expected_outputs
-from unified.pipeline.executor import ExecutorConfig
-from unified.pipeline.executors import build_executor
+from unified.sandbox.executor import ExecutorConfig
+from unified.sandbox.executors import build_executor
 from unified.pipeline.generation import ScriptedGenerator
 from unified.pipeline.parquet_io import FILES, read_tasks, write_round
 from unified.pipeline.phases import PipelineConfig, RoundData, run_phases_1_to_4

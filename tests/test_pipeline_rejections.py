@@ -2,8 +2,8 @@
 
 import pytest
 
-from unified.pipeline.executor import ExecutorConfig
-from unified.pipeline.executors import build_executor
+from unified.sandbox.executor import ExecutorConfig
+from unified.sandbox.executors import build_executor
 from unified.pipeline.generation import ScriptedGenerator
 from unified.pipeline.phases import PipelineConfig, run_phases_1_to_4
 from unified.pipeline.validate import REASONS

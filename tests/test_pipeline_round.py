@@ -7,10 +7,10 @@ import pytest
 import yaml
 
 from unified.pipeline.benchmarks import load_problems, with_expected_outputs
-from unified.pipeline.executor import ExecutorConfig
-from unified.pipeline.executors import build_executor
+from unified.sandbox.executor import ExecutorConfig
+from unified.sandbox.executors import build_executor
 from unified.pipeline.generation import ScriptedGenerator
-from unified.pipeline.phases import PipelineConfig, pipeline_config_from, run_phases_1_to_4, score_rollouts
+from unified.pipeline.phases import PipelineConfig, run_phases_1_to_4, score_rollouts
 from unified.pipeline.values import to_literal, values_equal
 from unified.kinds import TASK_KINDS
 from unified.types import TestCase
@@ -188,24 +188,32 @@ def test_hidden_tests_never_reach_tasks_prompts_or_rewards(executor):
     assert not [t for t in texts for m in marks if m in t]
 
 
-def test_config_file_mirrors_pipeline_config():
-    from unified.components import _pipeline_config
-    from unified.config import compose_config
+def test_pipeline_config_is_the_schema_and_the_file_holds_deltas():
+    from unified.config import compose_config, typed
+    from unified.errors import UserError
+
+    def pipeline(*overrides):
+        return typed(compose_config(list(overrides), check=False), "pipeline")
 
     mapping = yaml.safe_load(CONFIG.read_text())
-    assert list(mapping) == [f.name for f in fields(PipelineConfig)]
-    # the file's values are the dataclass defaults, except what follows the model group
-    resolved, defaults = _pipeline_config(compose_config(["model=tiny"])), PipelineConfig()
+    assert set(mapping) < {f.name for f in fields(PipelineConfig)}  # only keys of the schema, not all of them
+    assert list(compose_config([], check=False).pipeline) == [f.name for f in fields(PipelineConfig)]
+    # the file holds only what follows the model group; everything else is the dataclass default
+    resolved, defaults = pipeline("model=tiny"), PipelineConfig()
     differing = {f.name for f in fields(PipelineConfig) if getattr(resolved, f.name) != getattr(defaults, f.name)}
     assert differing == {"seed_programs", "program_max_tokens", "input_max_tokens"}
     assert resolved.seed_programs == "canonical"  # auto + the embedded tiny model
-    assert _pipeline_config(compose_config(["model=hf"])).seed_programs == "none"
-    with pytest.raises(ValueError, match="unknown key.*num_program"):
-        pipeline_config_from({"num_program": 3})
-    with pytest.raises(ValueError, match="seed_programs"):
-        pipeline_config_from({"seed_programs": "gold"})
-    with pytest.raises(ValueError, match="task_types"):
-        pipeline_config_from({"task_types": ["deduction", "riddles"]})
-    with pytest.raises(ValueError, match="induction_reward"):
-        pipeline_config_from({"induction_reward": "most"})
-    assert pipeline_config_from({"task_types": ["deduction"]}).task_types == ("deduction",)
+    assert pipeline("model=hf").seed_programs == "none"
+    with pytest.raises(UserError, match="unknown config key 'pipeline.num_program'"):
+        compose_config(["pipeline.num_program=3"], check=False)
+    with pytest.raises(UserError, match="seed_programs"):
+        pipeline("pipeline.seed_programs=gold")
+    with pytest.raises(UserError, match="task_types"):
+        pipeline("pipeline.task_types=[deduction,riddles]")
+    with pytest.raises(UserError, match="induction_reward"):
+        pipeline("pipeline.induction_reward=most")
+    with pytest.raises(UserError, match="num_programs.*'three'"):
+        compose_config(["pipeline.num_programs=three"], check=False)
+    assert pipeline("pipeline.task_types=[deduction]").task_types == ("deduction",)
+    with pytest.raises(ValueError, match="task_types"):  # the dataclass checks itself, config or not
+        PipelineConfig(task_types=("riddles",))

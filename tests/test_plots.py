@@ -1,9 +1,9 @@
-"""unified.plots.plot_run: one PNG from a per-round metrics JSONL, tolerant of gaps."""
+"""unified.run.plots.plot_run: one PNG from a per-round metrics JSONL, tolerant of gaps."""
 
 import json
 import struct
 
-from unified.plots import plot_run, read_metrics, series
+from unified.run.plots import plot_run, read_metrics, series
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
@@ -78,7 +78,7 @@ def test_nan_values_and_missing_round_numbers(tmp_path):
 
 def test_equal_reward_curves_stay_distinguishable(tmp_path):
     """All three rewards at the format penalty: each curve keeps its own marker, size and dash."""
-    from unified.plots import REWARD_KEYS, REWARD_STYLE
+    from unified.run.plots import REWARD_KEYS, REWARD_STYLE
 
     styles = [REWARD_STYLE[k] for k in REWARD_KEYS]
     for field in ("marker", "markersize", "linestyle"):
@@ -90,7 +90,7 @@ def test_equal_reward_curves_stay_distinguishable(tmp_path):
 def test_hparams_and_summary_image_reach_tensorboard(tmp_path):
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
-    from unified.runlog import RunLog
+    from unified.run.runlog import RunLog
 
     png = plot_run(_write(tmp_path / "metrics.jsonl", [_full_round(1), _full_round(2)]), tmp_path / "summary.png")
     runlog = RunLog(tmp_path / "run")

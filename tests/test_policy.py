@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from unified.tiny_model import default_model_dir
+from unified.models.tiny_model import default_model_dir
 from unified.trainer.batching import collate
 from unified.trainer.distributed import init_distributed
 from unified.trainer.policy import build_policy, token_logprobs_and_entropy

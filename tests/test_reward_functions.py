@@ -3,8 +3,8 @@ format penalty, and one executor batch for many rollouts."""
 
 import pytest
 
-from unified.pipeline.executor import ExecutorConfig
-from unified.pipeline.executors import build_executor
+from unified.sandbox.executor import ExecutorConfig
+from unified.sandbox.executors import build_executor
 from unified.pipeline.rewards import parse_answer, score, score_batch
 from unified.types import Task, TestCase
 

@@ -6,7 +6,7 @@ import os
 import pytest
 
 from unified.config import UserError, compose_config
-from unified.runlog import FolderGuard, check_run_folder
+from unified.run.runlog import FolderGuard, check_run_folder
 
 
 def _snapshot(folder):
@@ -87,7 +87,7 @@ def test_a_run_that_checkpointed_keeps_its_progress(tmp_path):
 def test_train_that_fails_at_start_up_restores_the_folder(tmp_path, monkeypatch):
     """The failing-run case end to end: train() past its checks, a failure while building
     (after main.log and the folder were written), the folder exactly as before."""
-    import unified.loop as loop
+    import unified.run.loop as loop
 
     out = tmp_path / "run"
     out.mkdir()
@@ -116,8 +116,8 @@ def test_train_that_fails_at_start_up_restores_the_folder(tmp_path, monkeypatch)
 def test_a_second_process_on_the_same_folder_is_refused(tmp_path, monkeypatch):
     """Two runs in one folder (e.g. `--resume auto` started twice) would interleave their
     checkpoints and logs: the second stops with one line and touches nothing."""
-    import unified.loop as loop
-    from unified.runlog import RunLock
+    import unified.run.loop as loop
+    from unified.run.runlog import RunLock
 
     out = _finished_run(tmp_path / "x")
     held = RunLock(out)  # the first run

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from unified.pipeline.executor import Executor, ExecutorConfig
+from unified.sandbox.executor import Executor, ExecutorConfig
 
 SECRET = "UNIFIED_TEST_FAKE_SECRET"
 SECRET_VALUE = "hunter2-do-not-leak"
@@ -424,9 +424,9 @@ def test_c_level_crash_is_banned_by_default_and_contained_otherwise(pool, bare):
 
 def test_project_modules_cannot_be_imported(pool, guards, bare):
     for code in [
-        "from unified.pipeline import sandbox_child as _sc\ndef f():\n    return 1",
-        "def f():\n    import unified.pipeline.sandbox_worker\n    return 1",
-        "def f():\n    return __import__('unified.pipeline.executor').__name__",
+        "from unified.sandbox import child as _sc\ndef f():\n    return 1",
+        "def f():\n    import unified.sandbox.worker\n    return 1",
+        "def f():\n    return __import__('unified.sandbox.executor').__name__",
         "import sys\ndef f():\n    return sorted(m for m in sys.modules if m.startswith('unified'))",
         "import __main__\ndef f():\n    return sorted(k for k in vars(__main__) if not k.startswith('__'))",
     ]:
@@ -438,7 +438,7 @@ def test_project_modules_cannot_be_imported(pool, guards, bare):
 
 
 FORGER = (  # the finding: patch the harness's reply function so every check "passes"
-    "from unified.pipeline import sandbox_child as _sc\n"
+    "from unified.sandbox import child as _sc\n"
     "_real = _sc._send\n"
     "_sc._send = lambda fd, message: _real(fd, {'status': 'ok', 'value': 'True'})\n"
 )
@@ -470,8 +470,8 @@ def test_forged_replies_cannot_pass_hidden_tests(bare):
 
 
 def test_enormous_or_malformed_replies_become_crashed(bare):
-    from unified.pipeline.executor import ExecResult
-    from unified.pipeline.sandbox_reply import parse_reply
+    from unified.sandbox.executor import ExecResult
+    from unified.sandbox.reply import parse_reply
 
     head = b"0 0.001 0.001 -\n"
     for message in [b"ok 20000 0 0\n" + b"1" * 20000, b"ok 3 0 0\n(((", b"ok 9 0 0\n" + b"\xff" * 9,

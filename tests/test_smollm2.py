@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from unified import smollm2
+from unified.models.resolve import smollm2
 from unified.config import UserError
 
 REPO = Path(__file__).resolve().parents[1]
@@ -27,7 +27,7 @@ def test_conversion_is_cached_with_the_source_sha256():
 
 
 def test_resolve_model_path_knows_the_builtin_names():
-    from unified.models import resolve_model_path
+    from unified.models.resolve import resolve_model_path
 
     assert resolve_model_path("smollm2") == str(smollm2.model_dir())
 

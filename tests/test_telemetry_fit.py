@@ -6,9 +6,9 @@ from types import SimpleNamespace
 
 import pytest
 
-from unified.pass_at_k import pass_at_k
-from unified.scaling_fit import fit_metrics, fit_scalerl, scalerl_curve, write_fit_summary
-from unified.telemetry import ComputeLedger, MeteredEngine
+from unified.eval.pass_at_k import pass_at_k
+from unified.eval.scaling_fit import fit_metrics, fit_scalerl, scalerl_curve, write_fit_summary
+from unified.run.telemetry import ComputeLedger, MeteredEngine
 
 
 def test_ledger_measures_process_cpu_time_and_tokens_per_role_and_round_trips():

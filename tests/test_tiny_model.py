@@ -2,7 +2,7 @@
 
 import torch
 
-from unified.tiny_model import ARCH, SEED, _build_tokenizer, build_tiny_model, default_model_dir, save_random_qwen2, weights_digest
+from unified.models.tiny_model import ARCH, SEED, _build_tokenizer, build_tiny_model, default_model_dir, save_random_qwen2, weights_digest
 
 
 def test_build_is_deterministic(tmp_path):

@@ -4,7 +4,7 @@ them, top-N freezing, adapter checkpoints that load back."""
 import pytest
 import torch
 
-from unified.tiny_model import default_model_dir
+from unified.models.tiny_model import default_model_dir
 from unified.trainer.tuning import (
     TuningConfig, adapter_tensors, apply_tuning, changing_parameters, hf_name, lora_scalings, merged_weights,
 )  # fmt: skip

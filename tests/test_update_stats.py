@@ -2,7 +2,7 @@
 
 import math
 
-from unified.metrics import train_metrics
+from unified.run.metrics import train_metrics
 from unified.trainer.update_stats import UpdateStats, merge_chunks, token_weighted_mean
 
 

@@ -8,6 +8,7 @@ traceback. Hydra's own output-dir/logging machinery is not used: the run writes 
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import re
 from pathlib import Path
@@ -27,6 +28,10 @@ def _group_options(group: str) -> list[str]:
 
 def _explain_hydra_error(exc: Exception, overrides: Sequence[str]) -> str:
     msg = " ".join(str(exc).split())
+    merging = re.match(r"Error merging override (\S+?)=(.*)", msg)
+    if merging and exc.__cause__ is not None:  # the schema refused the value (a type error)
+        reason = str(exc.__cause__).splitlines()[0]
+        return f"{merging.group(1)}={merging.group(2)!r} is not valid: {reason}"
     missing = re.search(r"Could not find '([\w/]+)/(\w+)'", msg) or re.search(r"In '(\w+)': Could not find '(\w+)'", msg)
     for group in GROUPS:
         for ov in overrides:
@@ -62,6 +67,9 @@ def _default_keys() -> list[str]:
     from hydra import compose, initialize_config_dir
     from hydra.core.global_hydra import GlobalHydra
 
+    from unified.schema import register
+
+    register()
     GlobalHydra.instance().clear()
     with initialize_config_dir(config_dir=str(CONFIG_DIR), version_base=None):
         cfg = OmegaConf.to_container(compose(config_name="train"), resolve=False)
@@ -87,6 +95,9 @@ def compose_config(overrides: Sequence[str] = (), check: bool = True) -> DictCon
     from hydra.errors import HydraException
     from omegaconf.errors import OmegaConfBaseException
 
+    from unified.schema import register
+
+    register()
     GlobalHydra.instance().clear()
     try:
         with initialize_config_dir(config_dir=str(CONFIG_DIR), version_base=None):
@@ -105,8 +116,31 @@ def _positive_int(cfg: DictConfig, key: str, flag: str, allow_zero: bool = False
         raise UserError(f"{flag} must be a whole number >= {least} (got {value!r}): e.g. {flag} {max(least, 1)}")
 
 
+def typed(cfg: DictConfig, group: str):
+    """The group as the frozen dataclass its stage runs with (unified/schema.py), its
+    `__post_init__` checks run; a mistake is one UserError line. `pipeline.seed_programs:
+    auto` is decided here: canonical for the embedded tiny model (it writes noise), else none."""
+    from omegaconf.errors import OmegaConfBaseException
+
+    node = cfg[group]
+    extra = sorted(set(node) - {f.name for f in dataclasses.fields(OmegaConf.get_type(node))})
+    if extra:  # added with `+`: no code would read it
+        raise UserError(_unknown_key(f"{group}.{extra[0]}", []))
+    if group == "pipeline" and node.seed_programs == "auto":
+        node = OmegaConf.merge(node, {"seed_programs": "none" if cfg.model.path else "canonical"})
+    try:
+        return OmegaConf.to_object(node)
+    except (ValueError, TypeError, OmegaConfBaseException) as exc:
+        reason = " ".join(str(exc).split()).removeprefix(f"{group} config: ")
+        raise UserError(f"{group} config: {reason}") from None
+
+
 def validate(cfg: DictConfig) -> None:
     """Checks that need no heavy imports; called on every composed config."""
+    from unified.schema import TrainConfig
+
+    for group in (f.name for f in dataclasses.fields(TrainConfig) if dataclasses.is_dataclass(f.default_factory)):
+        typed(cfg, group)
     _positive_int(cfg, "trainer.rounds", "--rounds")
     _positive_int(cfg, "trainer.save_every", "--save-every")
     if cfg.benchmark.problems is not None and not cfg.benchmark.problem_ids:
@@ -116,7 +150,7 @@ def validate(cfg: DictConfig) -> None:
         raise UserError(f"--resume {resume!r}: no such checkpoint; use auto, none, or an existing checkpoint directory")
     path = cfg.model.path
     if path is not None:
-        from unified.models import looks_local
+        from unified.models.resolve import looks_local
 
         if looks_local(path) and not Path(str(path)).expanduser().exists():
             raise UserError(f"model path {path!r} does not exist: give a local model directory or a Hugging Face model id (model.path=...)")

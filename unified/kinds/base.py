@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Protocol, Sequence
 
-from unified.pipeline.exec_types import ExecCall, ExecResult
+from unified.sandbox.exec_types import ExecCall, ExecResult
 from unified.pipeline.values import to_literal, values_equal
 from unified.types import IOTriple, Problem, Program, Rejection, Task
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import Sequence
 
 from unified.kinds.base import ANSWER_RULE, BuildOptions, all_same, call_text, cases_passed, code_block
-from unified.pipeline.exec_types import ExecCall
+from unified.sandbox.exec_types import ExecCall
 from unified.pipeline.extract import code_key, extract_program
 from unified.pipeline.values import to_literal
 from unified.types import IOTriple, Problem, Program, Rejection, Task, TestCase

@@ -272,7 +272,7 @@ RunBatch = Callable[[list], list]  # Executor.run_batch
 def with_expected_outputs(problems: Sequence[Problem], run_batch: RunBatch) -> list[Problem]:
     """Fill missing `expected` values by running each canonical solution in the sandbox.
     Cases where the canonical solution fails are dropped (they test nothing)."""
-    from unified.pipeline.executor import ExecCall
+    from unified.sandbox.executor import ExecCall
 
     from unified.pipeline.oracle import NOT_NONE_ENTRY, not_none_program, reduces_to_not_none
 

@@ -13,7 +13,7 @@ sandbox; HumanEval: `check`'s calls recorded with the canonical solution,
   pipeline's extraction, hidden cases only (MBPP+'s plus inputs).
 - `score_samples`: existing solutions (EvalPlus samples: full programs, or HumanEval
   completions), code recovered the way EvalPlus's sanitizer does, EvalPlus's test set
-  (MBPP+: base + plus inputs; HumanEval: check's calls). For `unified.evaluate --samples`.
+  (MBPP+: base + plus inputs; HumanEval: check's calls). For `unified.eval.evaluate --samples`.
 A problem with no hidden tests gets None.
 """
 
@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from typing import Sequence
 
-from unified.pipeline.executor import ExecCall
+from unified.sandbox.executor import ExecCall
 from unified.pipeline.extract import extract_code, sanitize
 from unified.pipeline.generation import Generator, SamplingConfig, user_message
 from unified.pipeline.oracle import NOT_NONE_ENTRY, not_none_program, output_matches, reduces_to_not_none

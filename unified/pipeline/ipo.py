@@ -17,7 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Sequence
 
-from unified.pipeline.executor import ExecCall
+from unified.sandbox.executor import ExecCall
 from unified.pipeline.extract import proposed_inputs, shape_like
 from unified.pipeline.generation import Generator, SamplingConfig, user_message
 from unified.pipeline.programs import display, example_lines

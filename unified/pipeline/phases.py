@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import time
 from collections import Counter
-from dataclasses import dataclass, fields
-from typing import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Callable, Sequence
 
 from unified import kinds
 from unified.kinds import TASK_KINDS, BuildOptions
@@ -27,7 +27,7 @@ SEED_PROGRAMS = ("none", "canonical")
 
 @dataclass(frozen=True)
 class PipelineConfig:
-    """Mirrors configs/pipeline/default.yaml key for key."""
+    """The `pipeline` group's schema (unified/schema.py); configs/pipeline/default.yaml holds its values."""
 
     num_programs: int = 4  # K candidate programs sampled per problem
     program_temperature: float = 0.8
@@ -49,6 +49,7 @@ class PipelineConfig:
     max_output_chars: int = 1000  # longer output literals are rejected
 
     def __post_init__(self):
+        object.__setattr__(self, "task_types", tuple(str(k) for k in self.task_types))
         problems = []
         if self.seed_programs not in SEED_PROGRAMS:
             problems.append(f"seed_programs must be one of {SEED_PROGRAMS}, got {self.seed_programs!r}")
@@ -60,18 +61,6 @@ class PipelineConfig:
             problems.append("num_programs and num_proposed_inputs must be >= 0, induction_shown >= 1")
         if problems:
             raise ValueError("pipeline config: " + "; ".join(problems))
-
-
-def pipeline_config_from(mapping: Mapping) -> PipelineConfig:
-    """Build from a config mapping (a dict or an OmegaConf node); unknown keys are errors."""
-    known = {f.name for f in fields(PipelineConfig)}
-    unknown = sorted(set(mapping) - known)
-    if unknown:
-        raise ValueError(f"pipeline config: unknown key(s) {unknown}; known keys: {sorted(known)}")
-    values = {k: mapping[k] for k in mapping}
-    if "task_types" in values:
-        values["task_types"] = tuple(str(k) for k in values["task_types"])
-    return PipelineConfig(**values)
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import Sequence
 
-from unified.pipeline.executor import ExecCall
+from unified.sandbox.executor import ExecCall
 from unified.pipeline.extract import code_key, extract_program, import_lines
 from unified.pipeline.generation import Generator, SamplingConfig, user_message
 from unified.pipeline.values import LiteralError, to_literal, values_equal

@@ -23,7 +23,7 @@ from typing import Sequence
 
 from unified import kinds
 from unified.kinds import kind_of
-from unified.pipeline.exec_types import ExecResult
+from unified.sandbox.exec_types import ExecResult
 from unified.pipeline.rewards import parse_answer, reward_from_results
 from unified.types import IOTriple, Rejection, Task
 

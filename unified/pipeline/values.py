@@ -20,7 +20,7 @@ from __future__ import annotations
 import ast
 import math
 
-from unified.pipeline.literal import MAX_CHARS, MAX_DEPTH, LiteralError, to_literal
+from unified.sandbox.literal import MAX_CHARS, MAX_DEPTH, LiteralError, to_literal
 
 __all__ = ["LiteralError", "MAX_CHARS", "MAX_DEPTH", "from_literal", "to_literal", "values_equal"]
 

@@ -39,6 +39,7 @@ import torch
 import torch.distributed as dist
 from torch.distributed.tensor import DTensor
 
+from unified.schema import AlgorithmConfig
 from unified.trainer.distributed import world_size
 from unified.trainer.policy import Policy
 from unified.types import Sample
@@ -213,19 +214,10 @@ class Aggregator:
         self.policy.load_optimizer_state(self.optimizer, state)
 
 
-def build_aggregator(algorithm_cfg, policy: Policy, *, snapshot_dir: str | Path | None = None) -> Aggregator:
-    """Config -> AdamW + Aggregator. Checks that mini_batch_size (per-rank samples per
-    optimizer step) agrees with micro_batch_size x accum_steps x update_steps."""
-    a = algorithm_cfg
-    per_step = a.micro_batch_size * a.accum_steps * a.update_steps
-    if a.get("mini_batch_size") not in (None, per_step):
-        raise ValueError(
-            f"algorithm.mini_batch_size={a.mini_batch_size} but micro_batch_size x accum_steps x "
-            f"update_steps = {a.micro_batch_size}x{a.accum_steps}x{a.update_steps} = {per_step}"
-        )
-    optimizer = torch.optim.AdamW(
-        policy.trainable_parameters(), lr=a.lr, weight_decay=a.weight_decay, betas=tuple(a.get("betas", (0.9, 0.999)))
-    )
+def build_aggregator(algorithm: AlgorithmConfig, policy: Policy, *, snapshot_dir: str | Path | None = None) -> Aggregator:
+    """AdamW over the trainable parameters + the Aggregator, as the algorithm group says."""
+    a = algorithm
+    optimizer = torch.optim.AdamW(policy.trainable_parameters(), lr=a.lr, weight_decay=a.weight_decay, betas=a.betas)
     return Aggregator(
         policy,
         optimizer,

@@ -12,14 +12,19 @@ that on purpose for its "restart" baseline). `engine_creations()` counts them al
 from __future__ import annotations
 
 import logging
+from dataclasses import fields
+from typing import TYPE_CHECKING
 
 from unified.trainer.engine_base import Engine, Prompt, PushResult, Weights, WeightsRejected
 from unified.trainer.engine_hf import HFEngine
 from unified.trainer.engine_vllm import VLLMEngine
 from unified.types import SamplingConfig
 
+if TYPE_CHECKING:
+    from unified.schema import RolloutConfig
+
 __all__ = ["ENGINES", "BACKENDS", "Engine", "Prompt", "PushResult", "SamplingConfig", "Weights", "WeightsRejected",
-           "build_engine", "build_engine_from_config", "current_engine", "engine_creations", "sampling_from_config"]  # fmt: skip
+           "build_engine", "build_engine_from_config", "current_engine", "engine_creations"]  # fmt: skip
 
 log = logging.getLogger("unified")
 
@@ -79,28 +84,9 @@ def build_engine(
     return engine
 
 
-def build_engine_from_config(rollout_cfg, model_path: str, *, dtype: str, seed: int, allow_another: bool = False) -> Engine:
-    """Config -> plain arguments (the round loop's entry point)."""
-    return build_engine(
-        rollout_cfg.backend,
-        model_path,
-        dtype=dtype,
-        max_model_len=rollout_cfg.max_model_len,
-        seed=seed,
-        kv_cache_gib=rollout_cfg.kv_cache_gib,
-        gpu_memory_utilization=rollout_cfg.gpu_memory_utilization,
-        tensor_parallel_size=rollout_cfg.tensor_parallel_size,
-        retries=rollout_cfg.retries,
-        retry_backoff_s=rollout_cfg.retry_backoff_s,
-        allow_another=allow_another,
-    )
-
-
-def sampling_from_config(rollout_cfg, seed: int | None = None) -> SamplingConfig:
-    return SamplingConfig(
-        n=rollout_cfg.n,
-        temperature=rollout_cfg.temperature,
-        top_p=rollout_cfg.top_p,
-        max_tokens=rollout_cfg.max_tokens,
-        seed=seed,
-    )
+def build_engine_from_config(rollout: RolloutConfig, model_path: str, *, dtype: str, seed: int, allow_another: bool = False) -> Engine:
+    """The round loop's entry point: the rollout group's engine keys (the ones that are not
+    sampling's) go to `build_engine` as they are."""
+    sampling = {f.name for f in fields(SamplingConfig)}
+    options = {f.name: getattr(rollout, f.name) for f in fields(rollout) if f.name not in sampling | {"backend"}}
+    return build_engine(rollout.backend, model_path, dtype=dtype, seed=seed, allow_another=allow_another, **options)

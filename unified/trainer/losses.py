@@ -18,7 +18,6 @@ All functions are pure: tensors in, tensors and floats out.
 from __future__ import annotations
 
 import inspect
-from dataclasses import dataclass
 from typing import Sequence
 
 import numpy as np
@@ -28,28 +27,10 @@ from verl.trainer.config import AlgoConfig
 from verl.trainer.ppo import core_algos
 from verl.workers.config import ActorConfig
 
-
-@dataclass(frozen=True)
-class LossConfig:
-    policy_loss: str = "vanilla"  # verl policy-loss registry name
-    clip_ratio_low: float = 0.2
-    clip_ratio_high: float = 0.2
-    clip_ratio_c: float = 3.0  # dual-clip lower bound for negative advantages
-    loss_agg_mode: str = "token-mean"
-    entropy_coeff: float = 0.0
-    use_kl_loss: bool = False
-    kl_loss_coef: float = 0.001
-    kl_loss_type: str = "low_var_kl"
+from unified.schema import AlgorithmConfig
 
 
-@dataclass(frozen=True)
-class AdvantageConfig:
-    estimator: str = "grpo"  # verl advantage-estimator registry name
-    norm_adv_by_std_in_grpo: bool = True
-    gamma: float = 1.0
-
-
-def verl_actor_config(cfg: LossConfig) -> ActorConfig:
+def verl_actor_config(cfg: AlgorithmConfig) -> ActorConfig:
     """The smallest ActorConfig verl's policy-loss functions accept (they read clip ratios,
     `policy_loss.*` sub-settings and `global_batch_info`)."""
     return ActorConfig(
@@ -81,18 +62,18 @@ def compute_advantages(
     rewards: Sequence[float] | torch.Tensor,
     response_mask: torch.Tensor,
     groups: Sequence[str],
-    cfg: AdvantageConfig = AdvantageConfig(),
+    cfg: AlgorithmConfig = AlgorithmConfig(),
 ) -> torch.Tensor:
     """(B, R) advantages; samples with the same `groups` entry are normalised together."""
     rewards = torch.as_tensor(rewards, dtype=torch.float32)
     mask = response_mask.float()
-    fn = core_algos.get_adv_estimator_fn(cfg.estimator)
+    fn = core_algos.get_adv_estimator_fn(cfg.adv_estimator)
     kwargs = dict(
         token_level_rewards=outcome_token_rewards(rewards, mask),
         response_mask=mask,
         index=np.array(list(groups), dtype=object),
         config=AlgoConfig(
-            adv_estimator=cfg.estimator, gamma=cfg.gamma, norm_adv_by_std_in_grpo=cfg.norm_adv_by_std_in_grpo
+            adv_estimator=cfg.adv_estimator, gamma=cfg.gamma, norm_adv_by_std_in_grpo=cfg.norm_adv_by_std_in_grpo
         ),
     )
     if "norm_adv_by_std_in_grpo" in inspect.signature(fn).parameters:
@@ -106,7 +87,7 @@ def ppo_loss(
     old_log_prob: torch.Tensor,
     advantages: torch.Tensor,
     response_mask: torch.Tensor,
-    cfg: LossConfig,
+    cfg: AlgorithmConfig,
     *,
     entropy: torch.Tensor | None = None,
     ref_log_prob: torch.Tensor | None = None,
@@ -150,25 +131,3 @@ def ppo_loss(
         metrics["kl"] = kl.item()
     metrics["loss"] = loss.item()
     return loss, metrics
-
-
-def loss_config_from(algorithm_cfg) -> LossConfig:
-    return LossConfig(
-        policy_loss=algorithm_cfg.policy_loss,
-        clip_ratio_low=algorithm_cfg.clip_ratio_low,
-        clip_ratio_high=algorithm_cfg.clip_ratio_high,
-        clip_ratio_c=algorithm_cfg.clip_ratio_c,
-        loss_agg_mode=algorithm_cfg.loss_agg_mode,
-        entropy_coeff=algorithm_cfg.entropy_coeff,
-        use_kl_loss=algorithm_cfg.use_kl_loss,
-        kl_loss_coef=algorithm_cfg.kl_loss_coef,
-        kl_loss_type=algorithm_cfg.kl_loss_type,
-    )
-
-
-def advantage_config_from(algorithm_cfg) -> AdvantageConfig:
-    return AdvantageConfig(
-        estimator=algorithm_cfg.adv_estimator,
-        norm_adv_by_std_in_grpo=algorithm_cfg.norm_adv_by_std_in_grpo,
-        gamma=algorithm_cfg.get("gamma", 1.0),
-    )

@@ -22,40 +22,14 @@ layers, 14 M of 135 M parameters.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable, Iterator
 
 import torch
 
-METHODS = ("full", "lora", "top_layers")
+from unified.schema import TuningConfig  # the tuning group's schema
+
 _PEFT_PREFIX = "base_model.model."
-
-
-@dataclass(frozen=True)
-class TuningConfig:
-    method: str = "full"
-    lora_r: int = 16
-    lora_alpha: int = 32
-    lora_dropout: float = 0.0  # dropout makes training log-probs differ from the engine's
-    target_modules: tuple[str, ...] = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
-    trainable_layers: int = 4  # top_layers only
-
-    def __post_init__(self):
-        if self.method not in METHODS:
-            raise ValueError(f"tuning.method must be one of {METHODS}, got {self.method!r}")
-        if self.lora_r < 1 or self.trainable_layers < 1:
-            raise ValueError("tuning.lora_r and tuning.trainable_layers must be >= 1")
-
-
-def tuning_config_from(mapping) -> TuningConfig:
-    values = {k: mapping[k] for k in mapping}
-    if "target_modules" in values:
-        values["target_modules"] = tuple(str(m) for m in values["target_modules"])
-    try:
-        return TuningConfig(**values)
-    except TypeError as exc:
-        raise ValueError(f"tuning config: {exc}") from None
 
 
 def apply_tuning(model: torch.nn.Module, cfg: TuningConfig, adapter_dir: str | Path | None = None) -> torch.nn.Module:

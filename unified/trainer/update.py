@@ -18,16 +18,16 @@ from __future__ import annotations
 
 import logging
 import math
-from dataclasses import dataclass, field
 from typing import Sequence
 
 import torch
 
+from unified.schema import AlgorithmConfig
 from unified.trainer.aggregator import Aggregator, StepResult
 from unified.trainer.batching import MicroBatch, collate, dummy_batch, response_mask_of
 from unified.trainer.distributed import all_reduce_int
 from unified.trainer.engine import Engine, PushResult
-from unified.trainer.losses import AdvantageConfig, LossConfig, advantage_config_from, compute_advantages, loss_config_from, ppo_loss
+from unified.trainer.losses import compute_advantages, ppo_loss
 from unified.trainer.policy import Policy, token_logprobs_and_entropy
 from unified.trainer.update_stats import UpdateStats, token_weighted_mean
 from unified.types import Sample
@@ -35,46 +35,29 @@ from unified.types import Sample
 log = logging.getLogger("unified")
 
 
-@dataclass(frozen=True)
-class UpdateConfig:
-    micro_batch_size: int = 4
-    ppo_epochs: int = 1
-    temperature: float = 1.0  # the sampling temperature, so log-probs match the engine's
-    loss: LossConfig = field(default_factory=LossConfig)
-    advantage: AdvantageConfig = field(default_factory=AdvantageConfig)
-
-
-def build_update_config(algorithm_cfg, rollout_cfg) -> UpdateConfig:
-    return UpdateConfig(
-        micro_batch_size=algorithm_cfg.micro_batch_size,
-        ppo_epochs=algorithm_cfg.ppo_epochs,
-        temperature=rollout_cfg.temperature,
-        loss=loss_config_from(algorithm_cfg),
-        advantage=advantage_config_from(algorithm_cfg),
-    )
-
-
 def train_on_samples(
     samples: Sequence[Sample],
     aggregator: Aggregator,
-    cfg: UpdateConfig,
+    cfg: AlgorithmConfig,
     *,
     engine: Engine | None,
+    temperature: float = 1.0,
     pad_token_id: int,
     ref_policy: Policy | None = None,
     flush: bool = True,
     push_retries: int = 1,
 ) -> UpdateStats:
     """The RL update on scored samples; every optimizer step's weights are pushed into
-    `engine` (None: no engine, e.g. a unit test). `flush=False` leaves a short last chunk
-    pending in the aggregator."""
-    if cfg.loss.use_kl_loss and ref_policy is None:
+    `engine` (None: no engine, e.g. a unit test). `temperature` is the sampling temperature,
+    so that log-probs match the engine's. `flush=False` leaves a short last chunk pending in
+    the aggregator."""
+    if cfg.use_kl_loss and ref_policy is None:
         raise ValueError("use_kl_loss needs a ref_policy (a frozen build_policy(..., trainable=False))")
     kept = [s for s in samples if s.token_ids]
     advantages = []
     if kept:
         rewards, groups = [s.reward for s in kept], [s.group for s in kept]
-        advantages = list(compute_advantages(rewards, response_mask_of(kept), groups, cfg.advantage))
+        advantages = list(compute_advantages(rewards, response_mask_of(kept), groups, cfg))
     per_step = cfg.micro_batch_size * aggregator.accum_steps * aggregator.update_steps
     record, dropped_before, used = _Record(), aggregator.dropped_stale, 0
     aggregator.policy.module.train()
@@ -84,7 +67,7 @@ def train_on_samples(
             fresh = aggregator.filter_stale(chunk, version_of=lambda pair: pair[0].version)
             used += len(fresh)
             for batch, norm in _micro_batches(fresh, aggregator, cfg.micro_batch_size, pad_token_id):
-                loss = _micro_batch_loss(batch, norm, aggregator.policy, cfg, ref_policy, record)
+                loss = _micro_batch_loss(batch, norm, aggregator.policy, cfg, temperature, ref_policy, record)
                 if aggregator.backward(loss, min(batch.versions) if batch.versions else None):
                     record.step(*step_and_push(aggregator, engine, push_retries))
             if flush and aggregator.close_open_contribution():
@@ -145,21 +128,22 @@ def _contribution_norms(batches: list[MicroBatch], aggregator: Aggregator) -> li
     return norms
 
 
-def _micro_batch_loss(batch: MicroBatch, norm, policy: Policy, cfg: UpdateConfig, ref_policy, record: _Record) -> torch.Tensor:
+def _micro_batch_loss(batch: MicroBatch, norm, policy: Policy, cfg: AlgorithmConfig, temperature: float, ref_policy,
+                      record: _Record) -> torch.Tensor:  # fmt: skip
     """Forward, verl loss normalised over the micro-batch's contribution; metrics logged."""
     mb = batch.to(policy.device)
     logp, entropy = token_logprobs_and_entropy(
-        policy.module, mb.input_ids, mb.attention_mask, mb.response_mask, cfg.temperature,
-        entropy_grad=cfg.loss.entropy_coeff != 0,
+        policy.module, mb.input_ids, mb.attention_mask, mb.response_mask, temperature,
+        entropy_grad=cfg.entropy_coeff != 0,
     )
     ref = None
-    if cfg.loss.use_kl_loss:
+    if cfg.use_kl_loss:
         with torch.no_grad():
             ref, _ = token_logprobs_and_entropy(
-                ref_policy.module, mb.input_ids, mb.attention_mask, mb.response_mask, cfg.temperature, with_entropy=False
+                ref_policy.module, mb.input_ids, mb.attention_mask, mb.response_mask, temperature, with_entropy=False
             )
     loss, metrics = ppo_loss(
-        logp, mb.old_log_probs, mb.advantages, mb.response_mask, cfg.loss,
+        logp, mb.old_log_probs, mb.advantages, mb.response_mask, cfg,
         entropy=entropy, ref_log_prob=ref, batch_num_tokens=norm[0], global_batch_size=norm[1],
     )
     if batch.versions:  # padding batches carry no metrics

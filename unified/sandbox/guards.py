@@ -1,6 +1,6 @@
 """Python-level guards of the sandbox (best effort; the kernel jail is the real boundary).
 
-This source is executed by the worker (`sandbox_worker`) into a namespace of its own: it
+This source is executed by the worker (`sandbox.worker`) into a namespace of its own: it
 is not a module, imports nothing of the project, and holds nothing that decides a
 result (the reply writer lives in another namespace, and the parent compares values).
 

@@ -1,18 +1,18 @@
 """A sandbox worker: a clean, pre-imported zygote that forks one fresh child per call.
 
-`sandbox_jail` builds the jail and execs `python -I -S -c <sandbox_jail.BOOT> <isolation>
+`sandbox.jail` builds the jail and execs `python -I -S -c <sandbox.jail.BOOT> <isolation>
 <uid> <tmp> <statm fd>`: no site-packages, no project directory on sys.path or on disk,
 no file of the project read here. BOOT reads the executor's first frame, `INIT` (the
-settings, and this module, `sandbox_child`, `sandbox_guards` and `literal` as code objects
+settings, and this module, `sandbox.child`, `sandbox.guards` and `literal` as code objects
 the executor compiled), and runs this code. The worker executes the other three into
 private namespaces (not modules), pre-imports a few light standard modules, installs the
 guards on itself, rehearses the call path with the parent's trusted calls and prepares
 what each call starts from (the program's empty module, its output capture, the armed
-guards: `sandbox_child`), freezes its heap (gc.freeze) and answers "ready". From then on
+guards: `sandbox.child`), freezes its heap (gc.freeze) and answers "ready". From then on
 its stdout and stderr are the capture. Then, for ever:
 
 1. fork the next child BEFORE any request exists; the child reads the request itself
-   (`sandbox_child.run_call`), so this process never holds any call's code, arguments
+   (`sandbox.child.run_call`), so this process never holds any call's code, arguments
    or output: a call cannot find another call's data in its image;
 2. wait for the child's start byte, then for its exit, up to the wall-clock backstop
    (`wall_s`); kill what is left: as PID 1 of its PID namespace, kill(-1) takes every
@@ -91,7 +91,7 @@ class Zygote:
         # The zygote must wake at a call's deadline even when the call's processes (up to
         # RLIMIT_NPROC of them, spinning) and the rest of the machine hold every core: as
         # root it runs ZYGOTE_BOOST nice levels above the calls, which start back at the
-        # jail's own nice (sandbox_child._shut_in).
+        # jail's own nice (sandbox.child._shut_in).
         self.limits["call_nice"] = OS.getpriority(OS.PRIO_PROCESS, 0)
         if uid >= 0:
             try:
@@ -247,7 +247,7 @@ def main() -> None:
     iso = dict(word.split("=", 1) for word in report.split())
     fd_out = OS.dup(1)
     OS.dup2(OS.open("/dev/null", OS.O_RDWR), 1)
-    init = globals().pop("INIT")  # read by sandbox_jail.BOOT
+    init = globals().pop("INIT")  # read by sandbox.jail.BOOT
     harness = {name: _load(init.pop(name), name) for name in ("literal", "guards", "child")}
     stderr = sys.stderr
     try:

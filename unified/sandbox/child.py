@@ -1,7 +1,7 @@
 """What runs inside the forked child that executes ONE untrusted call.
 
-This source is executed by the worker (`sandbox_worker`) into a namespace of its own,
-next to the guards (`sandbox_guards`) and the literal writer (`literal`); it is not a
+This source is executed by the worker (`sandbox.worker`) into a namespace of its own,
+next to the guards (`sandbox.guards`) and the literal writer (`literal`); it is not a
 module and imports nothing of the project. The worker forks the child BEFORE a request
 exists; `run_call` then:
 

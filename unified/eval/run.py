@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 
 from unified.config import CONFIG_DIR, UserError, compose_config
-from unified.evaluate import EvalResult, greedy_budget, sample_row, write_results_json
+from unified.eval.evaluate import EvalResult, greedy_budget, sample_row, write_results_json
 
 RESULTS, SAMPLES = "eval_results.json", "samples.jsonl"
 MATCHING = ("benchmark", "model")  # settings a resumed run must share (plus the budget)
@@ -91,9 +91,9 @@ class EvalRun:
     def _evaluate(self, todo: list, backend: str) -> None:
         from tqdm import tqdm
 
-        from unified.evaluate import evaluate
-        from unified.pipeline.executor import ExecutorConfig
-        from unified.pipeline.executors import build_executor
+        from unified.eval.evaluate import evaluate
+        from unified.sandbox.executor import ExecutorConfig
+        from unified.sandbox.executors import build_executor
 
         engine = self._engine(backend)
         bar = tqdm(total=len(self.problems), initial=len(self.problems) - len(todo), unit="problem", file=sys.stderr,

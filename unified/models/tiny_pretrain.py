@@ -31,7 +31,7 @@ def corpus(problem_limit: int | None = None) -> list[tuple[str, str]]:
     every MBPP+ problem whose canonical solution runs."""
     from unified.kinds import KINDS, BuildOptions
     from unified.pipeline.benchmarks import load_problems
-    from unified.pipeline.executor import ExecCall, Executor, ExecutorConfig
+    from unified.sandbox.executor import ExecCall, Executor, ExecutorConfig
     from unified.pipeline.programs import canonical_programs
     from unified.pipeline.values import to_literal
     from unified.types import IOTriple

@@ -1,6 +1,6 @@
 """What the executor decides in the parent before a call reaches a worker.
 
-The static check (`sandbox_policy.scan`), compiling (the child only loads the code
+The static check (`sandbox.rules.scan`), compiling (the child only loads the code
 object), the arguments' literal check, and the marshalled request. Also the expansion of
 the banned-call patterns into the (module, attribute) list the worker stubs out, so the
 worker needs neither `fnmatch` nor the policy module.
@@ -13,8 +13,8 @@ import fnmatch
 import marshal
 import sys
 
-from unified.pipeline.exec_types import ExecCall, ExecResult
-from unified.pipeline.sandbox_policy import SandboxRules, scan
+from unified.sandbox.exec_types import ExecCall, ExecResult
+from unified.sandbox.rules import SandboxRules, scan
 from unified.pipeline.values import LiteralError, from_literal, to_literal
 
 MAX_CODE_CHARS = 1_000_000

@@ -1,4 +1,4 @@
-"""Score existing EvalPlus-format samples without a model (`unified.evaluate --samples`).
+"""Score existing EvalPlus-format samples without a model (`unified.eval.evaluate --samples`).
 
 A samples file has one JSON object per line: `task_id` and either `solution` (the whole
 program, EvalPlus's preferred form) or `completion` (text that continues the benchmark's

@@ -22,6 +22,7 @@ import numpy as np
 import torch
 from omegaconf import DictConfig, OmegaConf
 
+from unified.config import typed
 from unified.errors import UserError
 from unified.trainer import checkpoint as ckpt
 
@@ -39,7 +40,8 @@ class Components:
     engine: object  # the resident engine (None in restart mode)
     executor: object
     aggregator: object
-    update: object  # update.UpdateConfig
+    algorithm: object  # schema.AlgorithmConfig
+    rollout: object  # schema.RolloutConfig
     pipeline: object  # phases.PipelineConfig
     out_dir: Path
     start_round: int  # first round to run (1-based)
@@ -76,7 +78,7 @@ class Inputs:
 def check_inputs(cfg: DictConfig) -> Inputs:
     """Problem selection, checkpoint, model and pipeline config: every mistake here is one
     clear line (UserError) before the run folder is touched or an engine starts."""
-    from unified.models import resolve_model_path
+    from unified.models.resolve import resolve_model_path
     from unified.pipeline.benchmarks import BenchmarkError, load_problems
 
     b = cfg.benchmark
@@ -88,7 +90,7 @@ def check_inputs(cfg: DictConfig) -> Inputs:
     world = int(os.environ.get("WORLD_SIZE", 1))
     if len(problems) < world:
         raise UserError(f"{len(problems)} problem(s) for {world} ranks: select at least one problem per rank (--problems {world})")
-    tuning = _tuning_config(cfg)
+    tuning = typed(cfg, "tuning")
     base = resolve_model_path(cfg.model.path) if resume is None or tuning.method == "lora" else None
     model_path = str(resume / "model") if resume else base
     adapter_dir = None
@@ -97,39 +99,16 @@ def check_inputs(cfg: DictConfig) -> Inputs:
         if not (adapter_dir / "adapter_model.safetensors").exists():
             raise UserError(f"checkpoint {resume} has no LoRA adapter (it was trained with tuning.method != lora): resume it with the tuning it was trained with")
     policy_path = base if tuning.method == "lora" else model_path
-    return Inputs(tuple(problems), model_path, resume, _pipeline_config(cfg), tuning, policy_path, adapter_dir)
-
-
-def _tuning_config(cfg: DictConfig):
-    from unified.trainer.tuning import tuning_config_from
-
-    try:
-        return tuning_config_from(cfg.tuning)
-    except ValueError as exc:
-        raise UserError(str(exc)) from None
-
-
-def _pipeline_config(cfg: DictConfig):
-    from unified.pipeline.phases import pipeline_config_from
-
-    values = OmegaConf.to_container(cfg.pipeline, resolve=True)
-    if values.get("seed_programs") == "auto":  # the random tiny model writes noise: seed with canonical
-        values["seed_programs"] = "canonical" if not cfg.model.path else "none"
-    try:
-        return pipeline_config_from(values)
-    except ValueError as exc:
-        raise UserError(str(exc)) from None
+    return Inputs(tuple(problems), model_path, resume, typed(cfg, "pipeline"), tuning, policy_path, adapter_dir)
 
 
 def build_components(cfg: DictConfig, inputs: Inputs) -> Components:
-    from unified.models import load_tokenizer
+    from unified.models.resolve import load_tokenizer
     from unified.pipeline.benchmarks import with_expected_outputs
-    from unified.pipeline.executor import executor_config_from
-    from unified.pipeline.executors import build_executor
+    from unified.sandbox.executors import build_executor
     from unified.trainer.aggregator import build_aggregator
     from unified.trainer.distributed import init_distributed
     from unified.trainer.policy import build_policy_from_config
-    from unified.trainer.update import build_update_config
 
     t = cfg.trainer
     info = init_distributed(t.device)  # before the engine: vLLM reuses this process group
@@ -138,7 +117,7 @@ def build_components(cfg: DictConfig, inputs: Inputs) -> Components:
     if resume is None and str(t.resume) == "auto":
         log.info("--resume auto: no checkpoint in %s, starting at round 1", out_dir / "checkpoints")
     try:
-        executor = build_executor(executor_config_from(cfg.executor))
+        executor = build_executor(typed(cfg, "executor"))
     except ValueError as exc:
         raise UserError(str(exc)) from None
     problems = tuple(with_expected_outputs(inputs.problems[info.rank :: info.world_size], executor.run_batch))
@@ -150,12 +129,9 @@ def build_components(cfg: DictConfig, inputs: Inputs) -> Components:
     except ValueError as exc:  # e.g. a checkpoint's adapter that does not match the tuning config
         raise UserError(str(exc)) from None
     engine = resident_engine(cfg, model_path, info.rank)
-    try:
-        aggregator = build_aggregator(cfg.algorithm, policy, snapshot_dir=out_dir / "snapshots")
-        update = build_update_config(cfg.algorithm, cfg.rollout)
-    except ValueError as exc:
-        raise UserError(str(exc)) from None
-    from unified.telemetry import ComputeLedger
+    algorithm = typed(cfg, "algorithm")
+    aggregator = build_aggregator(algorithm, policy, snapshot_dir=out_dir / "snapshots")
+    from unified.run.telemetry import ComputeLedger
 
     start, ledger, history = 1, ComputeLedger(), []
     if resume is not None:
@@ -172,8 +148,8 @@ def build_components(cfg: DictConfig, inputs: Inputs) -> Components:
         start = int(state["round"]) + 1
         log.info("resumed from %s: continuing at round %d (version %d)", resume, start, aggregator.version)
     return Components(
-        cfg, info, problems, all_ids, tokenizer, policy, engine, executor, aggregator, update,
-        inputs.pipeline, out_dir, start, resume, ledger, history,
+        cfg, info, problems, all_ids, tokenizer, policy, engine, executor, aggregator, algorithm,
+        typed(cfg, "rollout"), inputs.pipeline, out_dir, start, resume, ledger, history,
     )  # fmt: skip
 
 
@@ -181,7 +157,7 @@ def resident_engine(cfg: DictConfig, model_path: str, rank: int):
     """The process's one engine, built once and warmed up."""
     from unified.trainer.engine import build_engine_from_config
 
-    engine = build_engine_from_config(cfg.rollout, model_path, dtype=cfg.model.dtype, seed=cfg.seed + rank)
+    engine = build_engine_from_config(typed(cfg, "rollout"), model_path, dtype=cfg.model.dtype, seed=cfg.seed + rank)
     warm_up(engine)
     return engine
 
@@ -196,7 +172,7 @@ def warm_up(engine) -> None:
 
 def save(c: Components, round_index: int) -> Path | None:
     """A checkpoint of the state after `round_index` (collective: every rank calls it)."""
-    from unified.metrics import gather
+    from unified.run.metrics import gather
 
     optimizer_state = c.aggregator.optimizer_state_dict()  # gathered on every rank
     ledgers = gather(c.ledger.state_dict())  # each rank's own compute, restored per rank
@@ -228,7 +204,7 @@ def save(c: Components, round_index: int) -> Path | None:
 def phase_engine(c: Components):
     """The engine for one phase: the one resident engine, metered, weights already in it.
     (bench/restart_mode.py swaps this for the old design: a fresh engine per phase.)"""
-    from unified.telemetry import MeteredEngine
+    from unified.run.telemetry import MeteredEngine
 
     yield MeteredEngine(c.engine, c.ledger)
 

@@ -30,13 +30,13 @@ def _hub_reachable(timeout: float = 3.0) -> bool:
 
 
 def _smollm2_dir() -> str:
-    from unified import smollm2
+    from unified.models.resolve import smollm2
 
     return str(smollm2.model_dir())
 
 
 def _tiny_dir() -> str:
-    from unified.tiny_model import default_model_dir
+    from unified.models.tiny_model import default_model_dir
 
     return str(default_model_dir())
 

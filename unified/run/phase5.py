@@ -25,7 +25,8 @@ from unified.pipeline.phases import PipelineConfig, score_rollouts
 from unified.trainer.aggregator import Aggregator
 from unified.trainer.distributed import all_reduce_int
 from unified.trainer.engine import Engine, SamplingConfig
-from unified.trainer.update import UpdateConfig, train_on_samples
+from unified.schema import AlgorithmConfig
+from unified.trainer.update import train_on_samples
 from unified.trainer.update_stats import UpdateStats, merge_chunks
 from unified.types import Rollout, Sample, Task
 
@@ -37,9 +38,9 @@ class Phase5Result:
     seconds: dict  # generate / score / train
 
 
-def tasks_per_chunk(aggregator: Aggregator, update: UpdateConfig, n: int) -> int:
-    steps = max(1, (aggregator.max_staleness + 1) // max(1, update.ppo_epochs))
-    per_step = update.micro_batch_size * aggregator.accum_steps * aggregator.update_steps
+def tasks_per_chunk(aggregator: Aggregator, algorithm: AlgorithmConfig, n: int) -> int:
+    steps = max(1, (aggregator.max_staleness + 1) // max(1, algorithm.ppo_epochs))
+    per_step = algorithm.micro_batch_size * aggregator.accum_steps * aggregator.update_steps
     return max(1, math.ceil(steps * per_step / n))
 
 
@@ -48,7 +49,7 @@ def run_phase_5(
     engine: Engine,
     executor,
     aggregator: Aggregator,
-    update: UpdateConfig,
+    algorithm: AlgorithmConfig,
     pipeline: PipelineConfig,
     sampling: SamplingConfig,
     *,
@@ -60,7 +61,7 @@ def run_phase_5(
 ) -> Phase5Result:
     """`update_weights=False` is the no-training control: the same rollouts and rewards, no
     step. `ledger` (telemetry.ComputeLedger) accumulates the update's compute."""
-    size = tasks_per_chunk(aggregator, update, sampling.n)
+    size = tasks_per_chunk(aggregator, algorithm, sampling.n)
     rows: list[Rollout] = []
     summaries: list[UpdateStats] = []
     seconds = {"generate": 0.0, "score": 0.0, "train": 0.0}
@@ -76,7 +77,8 @@ def run_phase_5(
         with _timed(seconds, "train"):
             if update_weights:
                 with ledger.measure("update", _tokens(samples)) if ledger is not None else nullcontext():
-                    summaries.append(train_on_samples(samples, aggregator, update, engine=engine, pad_token_id=pad_token_id))
+                    summaries.append(train_on_samples(samples, aggregator, algorithm, engine=engine, pad_token_id=pad_token_id,
+                                                      temperature=sampling.temperature))  # fmt: skip
         if on_chunk is not None:
             on_chunk()
     return Phase5Result(tuple(rows), merge_chunks(summaries), seconds)

@@ -3,8 +3,8 @@ context manager, with `run`/`run_batch`) plus one line in `EXECUTORS`."""
 
 from __future__ import annotations
 
-from unified.pipeline.executor import Executor, ExecutorConfig
-from unified.pipeline.executor_ray import RayExecutor
+from unified.sandbox.executor import Executor, ExecutorConfig
+from unified.sandbox.executor_ray import RayExecutor
 
 EXECUTORS: dict[str, type[Executor]] = {
     "local": Executor,  # a warm pool of sandbox workers on this machine

@@ -102,10 +102,10 @@ def _load(args) -> list:
 
 
 def score_file(args, problems: list) -> int:
-    from unified.eval_samples import program_text, read_samples, score_samples
-    from unified.evaluate import EvalResult, write_results_json
-    from unified.pipeline.executor import ExecutorConfig
-    from unified.pipeline.executors import build_executor
+    from unified.eval.samples import program_text, read_samples, score_samples
+    from unified.eval.evaluate import EvalResult, write_results_json
+    from unified.sandbox.executor import ExecutorConfig
+    from unified.sandbox.executors import build_executor
 
     if args.model or args.resume:
         raise UserError("--samples scores a file without a model: leave out --model and --resume")
@@ -118,7 +118,7 @@ def score_file(args, problems: list) -> int:
     chosen = [by_id[t] for t in samples]
     digest = hashlib.sha256(Path(args.samples).read_bytes()).hexdigest()[:10]
     out = Path(args.output or Path("logs") / "eval" / f"{args.benchmark}-samples-{digest}")
-    from unified.eval_run import read_json
+    from unified.eval.run import read_json
 
     previous = read_json(out / RESULTS)
     _check_output(out, resume=previous.get("samples_sha256") == digest and not (out / SAMPLES).exists())  # same file: rescore
@@ -143,7 +143,7 @@ def _all(args) -> list:
 
 
 def evaluate_model(args, problems: list) -> int:
-    from unified.eval_run import EvalRun, model_budget
+    from unified.eval.run import EvalRun, model_budget
 
     model_dir, name = _resolve(args.model)
     max_tokens, source = (args.max_tokens, "--max-tokens") if args.max_tokens else model_budget(args.model, model_dir)
@@ -157,8 +157,8 @@ def evaluate_model(args, problems: list) -> int:
 
 def _resolve(model: str | None) -> tuple[str, str]:
     """(local model folder, a short name for the output folder)."""
-    from unified.evaluate import resolve_eval_model
-    from unified.models import load_tokenizer
+    from unified.eval.evaluate import resolve_eval_model
+    from unified.models.resolve import load_tokenizer
 
     arg = None if model in (None, "tiny") else model
     model_dir = resolve_eval_model(arg)

@@ -1,6 +1,6 @@
 """One PNG per run from its per-round metrics JSONL.
 
-    python -m unified.plots logs/<run>/metrics.jsonl [out.png]
+    python -m unified.run.plots logs/<run>/metrics.jsonl [out.png]
 
 `plot_run(metrics_jsonl, out_png)` reads one JSON object per line (one per round):
 `round`, `reward/<kind>` for each task kind, `eval/pass@1` (null when not evaluated
@@ -157,7 +157,7 @@ def _times_panel(ax, rows: list[dict]) -> None:
 def main(argv=None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if not argv or argv[0] in ("-h", "--help") or len(argv) > 2:
-        print("usage: python -m unified.plots METRICS.jsonl [OUT.png]", file=sys.stderr)
+        print("usage: python -m unified.run.plots METRICS.jsonl [OUT.png]", file=sys.stderr)
         return 0 if argv and argv[0] in ("-h", "--help") else 2
     src = Path(argv[0])
     if not src.is_file():

@@ -19,7 +19,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Sequence
 
-from unified.pipeline.executor import ExecCall, ExecResult, Executor, ExecutorConfig, Stats, result_from_reply
+from unified.sandbox.executor import ExecCall, ExecResult, Executor, ExecutorConfig, Stats, result_from_reply
 
 _POOLS: dict[ExecutorConfig, Executor] = {}  # per Ray worker process, reused across tasks
 

@@ -18,7 +18,7 @@ import sys
 from pathlib import Path
 from typing import Sequence
 
-from unified.pipeline.executor import ExecCall, Executor, ExecutorConfig, ExecResult
+from unified.sandbox.executor import ExecCall, Executor, ExecutorConfig, ExecResult
 from unified.pipeline.values import LiteralError, from_literal, to_literal
 
 

@@ -15,7 +15,7 @@ Not the project, not /root, not the data files, not /proc, /etc, /run or /var, a
 no host Unix socket (abstract ones belong to the network namespace). Then it sets
 no_new_privs and a parent-death signal and execs `python -I -S -c BOOT`: BOOT reads the
 executor's first frame from stdin (the settings, and the harness compiled by the executor
-into code objects) and runs `sandbox_worker` from it. The worker never reads a file of the
+into code objects) and runs `sandbox.worker` from it. The worker never reads a file of the
 project, and the project's modules are not even on disk inside. (Sources passed as
 arguments stayed in the worker's memory several times over, argv copies and compiler
 garbage, ~1.3 MB that every fork copied the page tables of.)

@@ -20,17 +20,17 @@ import torch
 from omegaconf import DictConfig, OmegaConf
 from tqdm import tqdm
 
-from unified import metrics
-from unified.components import Components, build_components, check_inputs, close, phase_engine, save
+from unified.run import metrics
+from unified.run.components import Components, build_components, check_inputs, close, phase_engine, save
 from unified.config import UserError, check_machine
-from unified.phase5 import Phase5Result, run_phase_5
+from unified.run.phase5 import Phase5Result, run_phase_5
 from unified.pipeline.parquet_io import write_round, write_rows
 from unified.pipeline.phases import run_phases_1_to_4
-from unified.runlog import FolderGuard, RunLock, RunLog, check_run_folder, memory_stats
-from unified.stopping import StopRequest
+from unified.run.runlog import FolderGuard, RunLock, RunLog, check_run_folder, memory_stats
+from unified.run.stopping import StopRequest
 from unified.trainer.checkpoint import rng_state, set_rng_state
 from unified.trainer.distributed import all_reduce_int
-from unified.trainer.engine import engine_creations, sampling_from_config
+from unified.trainer.engine import engine_creations
 from unified.trainer.update_stats import UpdateStats
 from unified.types import Rollout
 
@@ -121,11 +121,11 @@ def phase_5(run: Components, r: int, tasks) -> tuple[Phase5Result, list[Rollout]
     if all_reduce_int(len(tasks), "sum") == 0:
         log.warning("round %d: no valid tasks, phase 5 skipped", r)
     else:
-        sampling = sampling_from_config(run.cfg.rollout, seed=(run.cfg.seed * 100_003 + r) * 7919)
+        sampling = run.rollout.sampling(seed=(run.cfg.seed * 100_003 + r) * 7919)
         with _bar(f"round {r} phase 5", None, run) as bar, phase_engine(run) as engine:
-            result = run_phase_5(tasks, engine, run.executor, run.aggregator, run.update, run.pipeline, sampling,
+            result = run_phase_5(tasks, engine, run.executor, run.aggregator, run.algorithm, run.pipeline, sampling,
                                  round_index=r, pad_token_id=run.tokenizer.pad_token_id, on_chunk=bar.update,
-                                 update_weights=run.cfg.trainer.get("update_weights", True), ledger=run.ledger)  # fmt: skip
+                                 update_weights=run.cfg.trainer.update_weights, ledger=run.ledger)  # fmt: skip
     rows = [row for part in metrics.gather(list(result.rollouts)) for row in part]
     if run.dist.is_main:
         write_rows(run.out_dir / f"round_{r}", "rollouts", [asdict(row) for row in rows])
@@ -135,10 +135,10 @@ def phase_5(run: Components, r: int, tasks) -> tuple[Phase5Result, list[Rollout]
 
 def _pass_at_k(run: Components, data) -> dict:
     """`eval/pass@k` (unbiased) from phase 1's samples, for the k in `trainer.pass_at_k`."""
-    ks = list(run.cfg.trainer.get("pass_at_k") or [])
+    ks = list(run.cfg.trainer.pass_at_k)
     if not ks or not data.pass_at_1 or all(v is None for v in data.pass_at_1.values()):
         return {}
-    from unified.pass_at_k import round_pass_at_k
+    from unified.eval.pass_at_k import round_pass_at_k
 
     parts = metrics.gather(round_pass_at_k(data, run.executor, run.pipeline.num_programs, ks))
     return {_pass_at_k_key(k): sum(v for p in parts for v in p.get(k, [])) / max(1, sum(len(p.get(k, [])) for p in parts))
@@ -160,7 +160,7 @@ def _compute_and_fit(run: Components, scalars: dict, r: int) -> dict:
 
 
 def _fit(run: Components, compute: dict) -> dict:
-    from unified.scaling_fit import fit_metrics, write_fit_summary
+    from unified.eval.scaling_fit import fit_metrics, write_fit_summary
 
     if not run.dist.is_main:
         return {}
@@ -178,7 +178,7 @@ def _report(run: Components, runlog: RunLog, r: int, scalars: dict, data, rows: 
             runlog.text(r, f"samples/{row.kind}", f"**task** `{row.task_id}`  reward {row.reward}\n\n```\n{row.completion}\n```")
         for task in data.tasks[: run.cfg.trainer.log_samples]:
             runlog.text(r, f"tasks/{task.kind}", f"```\n{task.prompt}\n```\n\n**gold**: `{task.gold}`")
-    log.info(metrics.summary_line(r, run.cfg.trainer.rounds, scalars, algorithm=run.cfg.algorithm.adv_estimator))
+    log.info(metrics.summary_line(r, run.cfg.trainer.rounds, scalars, algorithm=run.algorithm.adv_estimator))
 
 
 def _announce(run: Components, runlog: RunLog) -> None:
@@ -189,8 +189,8 @@ def _announce(run: Components, runlog: RunLog) -> None:
     runlog.hparams(flat, metrics=("eval/pass@1", "eval/final_pass@1", "reward/mean", "losses/total"))
     weights = f" (weights from checkpoint {run.resumed_from})" if run.resumed_from else ""
     log.info("run %s: %s on model %s%s, %d problems over %d rank(s), engine %s (engine creations: %d)",
-             run.out_dir, run.cfg.algorithm.adv_estimator, metrics.model_label(run.cfg), weights, len(run.all_problem_ids),
-             run.dist.world_size, run.cfg.rollout.backend, engine_creations())  # fmt: skip
+             run.out_dir, run.algorithm.adv_estimator, metrics.model_label(run.cfg), weights, len(run.all_problem_ids),
+             run.dist.world_size, run.rollout.backend, engine_creations())  # fmt: skip
     if run.pipeline.seed_programs == "canonical":
         log.info("pipeline.seed_programs=canonical: each problem's reference solution is added to the model's own "
                  "programs to build tasks from (the embedded tiny model writes noise); pipeline.seed_programs=none turns it off")  # fmt: skip
@@ -203,7 +203,7 @@ def _finish(run: Components, runlog: RunLog) -> None:
     if run.cfg.trainer.eval_every > 0:
         final_evaluation(run, runlog)
     if run.dist.is_main and (run.out_dir / "metrics.jsonl").exists():
-        from unified.plots import plot_run
+        from unified.run.plots import plot_run
 
         png = run.out_dir / "tensorboard" / "summary.png"
         plot_run(run.out_dir / "metrics.jsonl", png)
@@ -213,7 +213,7 @@ def _finish(run: Components, runlog: RunLog) -> None:
 
 def final_evaluation(run: Components, runlog: RunLog) -> None:
     """Greedy pass@1 of the final weights on the hidden tests; EvalPlus samples.jsonl."""
-    from unified.evaluate import EvalResult, evaluate, write_results_json, write_samples_jsonl
+    from unified.eval.evaluate import EvalResult, evaluate, write_results_json, write_samples_jsonl
 
     with phase_engine(run) as engine:
         parts = metrics.gather(evaluate(run.problems, engine, run.executor, run.pipeline.program_max_tokens, seed=run.cfg.seed))

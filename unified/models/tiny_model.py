@@ -66,7 +66,7 @@ def default_model_dir() -> Path:
 
 
 def _training_text() -> list[str]:
-    data = Path(__file__).parent / "data" / "MbppPlus.jsonl.gz"
+    data = Path(__file__).parent.parent / "data" / "MbppPlus.jsonl.gz"
     rows = [json.loads(line) for line in gzip.open(data, "rt", encoding="utf-8")]
     return [row["prompt"] + "\n" + row["canonical_solution"] for row in rows]
 
@@ -103,7 +103,7 @@ def build_tiny_model(path: Path, pretrain_steps: int | None = None) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(path.name + f".tmp{os.getpid()}")
     save_random_qwen2(tmp, _build_tokenizer(), ARCH, SEED)
-    from unified.tiny_pretrain import STEPS, pretrain
+    from unified.models.tiny_pretrain import STEPS, pretrain
 
     pretrain(tmp, SEED, STEPS if pretrain_steps is None else pretrain_steps)
     try:

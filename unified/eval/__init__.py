@@ -1,0 +1,1 @@
+"""Evaluation: pass@1 on hidden tests, samples.jsonl scoring, pass@k, the scaling fit."""

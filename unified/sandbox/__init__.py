@@ -1,0 +1,1 @@
+"""The sandboxed executor: generated code runs here, never in the trainer."""

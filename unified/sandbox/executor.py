@@ -1,0 +1,328 @@
+"""The sandboxed code executor: run model-written functions on inputs, get values back.
+
+    with Executor(ExecutorConfig(timeout_s=2)) as ex:
+        ex.run("def f(x): return x + 1", "f", (1,))          # ExecResult(status="ok", value=2)
+        ex.run_batch([ExecCall(code, "f", (i,)) for i in range(1000)])   # order preserved
+        ex.run_twice(calls)                                  # pairs, for the determinism check
+        ex.stats()                                           # counters: calls, timeouts by kind, ...
+
+The sandbox only ever returns VALUES: whether a value is right is decided here, in the
+parent, against expected values computed by trusted code (`oracle`, `evaluation`). No
+check code runs next to the program, so a program that forges its own reply can only
+claim a value, which it could have returned anyway.
+
+Layers, outermost first (details in each module's docstring):
+- static check (`sandbox.rules`): the code is parsed here; banned imports/calls give
+  status "banned" without running anything;
+- a warm pool of workers started once (`sandbox.jail` -> `sandbox.worker`); when root each
+  lives in its own network (no interfaces), IPC, UTS, mount and PID namespaces, inside a
+  new root that holds only the Python runtime (read-only), four /dev nodes and a private
+  size-limited /tmp: not the project, /root, the data files, /proc or any host socket;
+- each call is a FRESH child forked from a clean zygote that never held any call's data,
+  under an unprivileged uid without capabilities, with rlimits; everything it started is
+  killed when it ends (kill(-1) from PID 1 of the namespace), /tmp is emptied;
+- Python guards in the child (`sandbox.guards`): the project (`unified`) and banned
+  modules cannot be imported (an audit hook that no Python code can remove), stubs for
+  banned functions, guarded open, captured and truncated stdout/stderr;
+- results: the child writes literal text, the parent reads it with `values.from_literal`
+  (no pickle, no eval) in `sandbox.reply`, where anything malformed becomes "crashed".
+
+Statuses: ok | error (exception type + message) | timeout | memory (MemoryError under the
+address-space limit) | banned (static or run time) | crashed (killed by a signal, exited
+without a result, or wrote something unreadable).
+
+Timeouts are decided by the CPU time a call used (`timeout_s`; RLIMIT_CPU stops it), not
+by the wall clock, so the same program gets the same status on an idle or a loaded
+machine. A wall-clock backstop (`wall_s`, default 10 x timeout_s + 1) only catches
+programs that sleep or block. `stats()` counts timeouts by kind ("cpu" / "wall").
+
+Covered: hostile code cannot write outside its /tmp, read the project, the data files,
+the user's home or the parent's environment, reach host Unix sockets or the network,
+import the project's modules, find another call's code or results, signal or see
+processes outside its namespace, leave processes behind, exhaust the pool (fork bombs hit
+RLIMIT_NPROC), crash the parent with its reply, or change what is compared.
+Not covered: a call can still read the Python runtime it runs on; Python-level
+introspection (frames, closures) can reach the harness objects inside its own process,
+which can only change that call's own reply (see above); CPU/memory contention between
+concurrent calls (no cgroups); kernel exploits. Without root there are no namespaces and
+no new root: only the Python guards, rlimits and a process-group kill apply, the file
+system is visible as the user sees it, and setsid daemons can escape (see `isolation`).
+Benchmark: bench/executor_throughput.py. CLI: `sandbox.cli`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import marshal
+import math
+import os
+import select
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections import deque
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Optional
+
+from unified.sandbox.exec_types import STATUSES, ExecCall, ExecResult, Stats
+from unified.sandbox.precheck import USER_FILE, Precheck, worker_stubs
+from unified.sandbox.rules import BANNED_CALLS, BANNED_MODULES, SandboxRules
+from unified.sandbox.child import read_frame
+from unified.sandbox.reply import parse_reply
+
+__all__ = ["STATUSES", "ExecCall", "ExecResult", "Executor", "ExecutorConfig", "Precheck", "Stats",
+           "result_from_reply"]  # fmt: skip
+
+_JAIL = str(Path(__file__).resolve().with_name("jail.py"))
+# The worker's code, sent compiled in its first frame (sandbox.jail.BOOT runs "worker").
+_HARNESS = {"worker": "worker.py", "child": "child.py", "guards": "guards.py",
+            "literal": "literal.py"}  # fmt: skip
+# Trusted calls each worker runs in-process before its first fork (sandbox.child.rehearse):
+# an int, and a container of every literal kind with printed output.
+_REHEARSAL = ("def f(x):\n    return x + 1\n\n"
+              "def g(x):\n    print(x)\n    return [x, -1.5, 'a', b'b', (True, None), {'k': 1j}, {2}]\n")  # fmt: skip
+_WORKER_ENV = {"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8", "LC_ALL": "C.UTF-8", "PYTHONHASHSEED": "0",
+               "PYTHONDONTWRITEBYTECODE": "1", "OMP_NUM_THREADS": "1", "LD_BIND_NOW": "1"}  # fmt: skip
+
+
+@dataclass(frozen=True)
+class ExecutorConfig:
+    backend: str = "local"  # "local" | "ray"
+    workers: int = 2  # warm pool size (0/None -> os.cpu_count())
+    timeout_s: float = 2.0  # CPU seconds a call may use: the (deterministic) timeout
+    memory_mb: int = 512  # address space a call may add to the worker image
+    cpu_s: float | None = None  # RLIMIT_CPU, the hard stop; defaults to ceil(timeout_s)
+    max_output_bytes: int = 65536  # stdout/stderr capture and return-value literal limit
+    banned_modules: Optional[tuple[str, ...]] = BANNED_MODULES  # None -> these defaults
+    banned_calls: Optional[tuple[str, ...]] = BANNED_CALLS
+    ray_address: str | None = None
+    wall_s: float | None = None  # wall-clock backstop for sleeping/blocked code; 10 x timeout_s + 1
+
+    def __post_init__(self):
+        set_ = lambda k, v: object.__setattr__(self, k, v)  # noqa: E731 - frozen: normalise once
+        set_("workers", int(self.workers or os.cpu_count() or 1))
+        for key in ("timeout_s", "cpu_s", "wall_s"):
+            if getattr(self, key) is not None and not getattr(self, key) > 0:
+                raise ValueError(f"executor.{key} must be positive, got {getattr(self, key)!r}")
+        set_("cpu_s", float(self.cpu_s) if self.cpu_s is not None else float(math.ceil(self.timeout_s)))
+        set_("wall_s", float(self.wall_s) if self.wall_s is not None else 10.0 * self.timeout_s + 1.0)
+        # None (null in YAML) means the built-in lists.
+        set_("banned_modules", BANNED_MODULES if self.banned_modules is None else tuple(self.banned_modules))
+        set_("banned_calls", BANNED_CALLS if self.banned_calls is None else tuple(self.banned_calls))
+        for key in ("workers", "memory_mb", "max_output_bytes"):
+            if not getattr(self, key) > 0:
+                raise ValueError(f"executor.{key} must be positive, got {getattr(self, key)!r}")
+
+    def worker_init(self) -> bytes:
+        """Everything a worker needs, marshalled (the worker imports nothing to read it)."""
+        policy = SandboxRules.from_lists(self.banned_modules, self.banned_calls)
+        limits = {"timeout_s": self.timeout_s, "cpu_rlimit": max(1, math.ceil(self.cpu_s)), "wall_s": self.wall_s,
+                  "memory_mb": self.memory_mb, "max_output_bytes": self.max_output_bytes, "max_file_mb": 32,
+                  "max_open_files": 256, "max_processes": 64, "banned_modules": self.banned_modules,
+                  "block_gc": "gc" in self.banned_modules}  # fmt: skip
+        stubs, direct = worker_stubs(policy)
+        code = compile(_REHEARSAL, USER_FILE, "exec", dont_inherit=True)
+        rehearsal = [marshal.dumps((code, entry, (7,))) for entry in ("f", "g")]
+        here = Path(__file__).resolve().parent
+        harness = {name: compile((here / file).read_text(encoding="utf-8"), f"<{name}>", "exec", dont_inherit=True)
+                   for name, file in _HARNESS.items()}  # fmt: skip
+        return marshal.dumps({"limits": limits, "banned_modules": self.banned_modules, "stubs": stubs,
+                              "direct": direct, "open_write": policy.open_write, "rehearsal": rehearsal,
+                              **harness})  # fmt: skip
+
+
+def result_from_reply(reply, max_output_bytes: int = ExecutorConfig.max_output_bytes) -> ExecResult:
+    """An ExecResult from a worker's raw reply (bytes), or the result decided in the parent."""
+    if isinstance(reply, ExecResult):
+        return reply
+    if reply is None:
+        return ExecResult("crashed", error="executor worker died or hung; restarted")
+    return parse_reply(reply, max_output_bytes, ExecResult)
+
+
+class _Worker:
+    """The parent's handle on one worker process (see sandbox.jail, sandbox.worker)."""
+
+    def __init__(self, index: int, config: ExecutorConfig, init: bytes):
+        self.index = index
+        self.root = tempfile.mkdtemp(prefix="unified-sandbox-")
+        os.chmod(self.root, 0o711)
+        self.proc = subprocess.Popen(
+            [sys.executable, "-I", "-S", _JAIL, self.root, "32"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+            env=_WORKER_ENV, cwd="/", close_fds=True, start_new_session=True,  # no terminal SIGINT
+        )  # fmt: skip
+        self.fd_in, self.fd_out = self.proc.stdout.fileno(), self.proc.stdin.fileno()
+        self.send(init)
+        self.info: dict = {}
+
+    def wait_ready(self, timeout: float = 60.0) -> None:
+        if not select.select([self.fd_in], [], [], timeout)[0]:
+            raise RuntimeError(f"executor worker {self.index} did not start within {timeout:.0f} s")
+        words = (self.recv() or b"").decode(errors="replace").split()
+        if not words or words[0] != "ready":
+            raise RuntimeError(f"executor worker {self.index} failed to start (exit code {self.proc.poll()})")
+        fields = dict(w.split("=", 1) for w in words[1:])
+        uid = int(fields.pop("uid"))
+        iso = {k: v == "1" for k, v in fields.items() if k != "pid"}
+        self.info = {"ready": True, "isolation": iso | {"uid": uid if uid >= 0 else None}}
+
+    def send(self, data: bytes) -> None:
+        data = len(data).to_bytes(4, "big") + data
+        while data:
+            data = data[os.write(self.fd_out, data) :]
+
+    def recv(self) -> bytes | None:
+        return read_frame(self.fd_in, os)
+
+    def close(self, grace_s: float = 2.0) -> None:
+        for stream in (self.proc.stdin, self.proc.stdout):
+            try:
+                stream.close()  # EOF: the worker's loop ends
+            except OSError:
+                pass
+        try:
+            self.proc.wait(grace_s)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+        shutil.rmtree(self.root, ignore_errors=True)
+
+
+class Executor:
+    """A warm pool of sandbox workers; context manager, `close()` kills the pool."""
+
+    def __init__(self, config: ExecutorConfig = ExecutorConfig()):
+        self.config = config
+        self._precheck = Precheck(config)
+        self._init = config.worker_init()
+        self._stats = Stats()
+        self._lock = threading.Lock()
+        self._workers = [_Worker(i, config, self._init) for i in range(config.workers)]
+        try:
+            for w in self._workers:
+                w.wait_ready()
+        except BaseException:
+            self.close()
+            raise
+        self._closed = False
+
+    @property
+    def isolation(self) -> dict:
+        """Which kernel layers the workers got (root_user, netns, mountns, pidns, pivot, uid...)."""
+        return dict(self._workers[0].info.get("isolation", {}))
+
+    def stats(self) -> dict[str, int]:
+        """Counters since the pool started: calls, one per status, timeout_cpu / timeout_wall
+        (the CPU limit vs. the wall-clock backstop), worker_restarts."""
+        return self._stats.snapshot()
+
+    def run(self, code: str, entry: str, args: tuple = ()) -> ExecResult:
+        return self.run_batch([ExecCall(code, entry, tuple(args))])[0]
+
+    def run_batch(self, calls: Sequence[ExecCall]) -> list[ExecResult]:
+        replies, _ = self.run_replies(calls)
+        return [self.result(r) for r in replies]
+
+    def run_twice(self, calls: Sequence[ExecCall]) -> list[tuple[ExecResult, ExecResult]]:
+        """Each call twice, on different workers when there are several (determinism check).
+        With one worker both runs fork from the same process image, so results that depend
+        on memory addresses (`id()`, default `hash()`) repeat: use >= 2 workers to catch them."""
+        first, ran_on = self.run_replies(calls)
+        second, _ = self.run_replies(calls, avoid=ran_on)
+        return [(self.result(a), self.result(b)) for a, b in zip(first, second)]
+
+    def result(self, reply) -> ExecResult:
+        """A raw reply (or parent-decided result) as an ExecResult, counted in `stats()`."""
+        return self._stats.count(result_from_reply(reply, self.config.max_output_bytes))
+
+    def run_replies(self, calls: Sequence[ExecCall], avoid: Sequence[int] | None = None):
+        """Raw worker replies (bytes, parsed by `result_from_reply`) or final ExecResults, in
+        order, and the index of the worker that ran each call (-1: decided in the parent)."""
+        if getattr(self, "_closed", True):
+            raise RuntimeError("executor is closed")
+        out: list = [None] * len(calls)
+        requests: dict[int, bytes] = {}
+        for i, call in enumerate(calls):
+            out[i], request = self._precheck(call)
+            if request is not None:
+                requests[i] = request
+        with self._lock:
+            ran_on = self._dispatch(requests, out, avoid)
+        return out, ran_on
+
+    def _dispatch(self, requests: dict[int, bytes], out: list, avoid) -> list[int]:
+        ran_on = [-1] * len(out)
+        # Jobs queued by the worker they must avoid (None: any), so picking is O(workers).
+        queues: dict[int | None, deque[int]] = {}
+        for i in requests:
+            key = avoid[i] if avoid is not None and len(self._workers) > 1 and avoid[i] >= 0 else None
+            queues.setdefault(key, deque()).append(i)
+        idle, pending = list(self._workers), len(requests)
+        inflight: dict[int, tuple[_Worker, int, float]] = {}  # fd -> (worker, job, deadline)
+        hard_timeout = self.config.wall_s + 10.0  # the worker enforces the limits itself
+        while pending or inflight:
+            for w in idle[:] if pending else ():
+                job = _pick(queues, w.index)
+                if job is None:
+                    continue
+                idle.remove(w)
+                pending -= 1
+                try:
+                    w.send(requests[job])
+                except OSError:  # the worker died between calls: the call never ran, requeue it
+                    queues.setdefault(None, deque()).appendleft(job)
+                    pending += 1
+                    idle.append(self._respawn(w))
+                    continue
+                inflight[w.fd_in] = (w, job, time.monotonic() + hard_timeout)
+            if not inflight:
+                continue
+            soonest = min(d for _, _, d in inflight.values())
+            ready = select.select(list(inflight), [], [], max(0.0, soonest - time.monotonic()))[0]
+            now = time.monotonic()
+            late = [fd for fd, (_, _, d) in inflight.items() if now >= d and fd not in ready] if now >= soonest else []
+            for fd in ready + late:
+                w, job, _ = inflight.pop(fd)
+                reply = w.recv() if fd in ready else None
+                ran_on[job] = w.index
+                out[job] = reply  # None: the worker died or hung (result_from_reply says so)
+                if reply is None:
+                    w = self._respawn(w)
+                idle.append(w)
+        return ran_on
+
+    def _respawn(self, worker: _Worker) -> _Worker:
+        self._stats.counts["worker_restarts"] += 1
+        worker.proc.kill()
+        worker.close(grace_s=1.0)
+        fresh = _Worker(worker.index, self.config, self._init)
+        fresh.wait_ready()
+        self._workers[worker.index] = fresh
+        return fresh
+
+    def close(self) -> None:
+        self._closed = True
+        for w in getattr(self, "_workers", []):
+            w.close()
+
+    def __enter__(self) -> Executor:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def __del__(self):
+        if not getattr(self, "_closed", True):
+            self.close()
+
+
+def _pick(queues: dict[int | None, deque[int]], worker: int) -> int | None:
+    for key, queue in queues.items():
+        if queue and key != worker:
+            return queue.popleft()
+    return None

@@ -1,0 +1,181 @@
+"""The config's schema: one dataclass per Hydra group, and `TrainConfig` over them.
+
+    cfg = compose_config(["algorithm.lr=5e-5"])          # a DictConfig typed by TrainConfig
+    pipeline: PipelineConfig = typed(cfg, "pipeline")     # unified.config.typed: OmegaConf.to_object
+
+`configs/*.yaml` hold values only (option files and experiments only their deltas); these
+classes hold the keys, types and defaults. Hydra checks every override against them when it
+composes (an unknown key or a wrong type is an error there), and `OmegaConf.to_object` turns
+a group into the frozen dataclass its stage runs with, checks in `__post_init__` included:
+no hand-written mapping between YAML and code. `PipelineConfig` (pipeline/phases.py) and
+`ExecutorConfig` (sandbox/executor.py) live with their stages; the rest live here because
+their stages import torch, and composing a config must not.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, fields, is_dataclass
+from typing import Optional
+
+from omegaconf import DictConfig, OmegaConf
+
+from unified.pipeline.phases import PipelineConfig
+from unified.sandbox.executor import ExecutorConfig
+from unified.types import SamplingConfig
+
+TUNING_METHODS = ("full", "lora", "top_layers")
+
+
+@dataclass(frozen=True)
+class ModelConfig:
+    path: Optional[str] = None  # smollm2 | tiny | None (the tiny model) | a local folder | a hub id
+    dtype: str = "auto"  # auto: float32 on CPU, bfloat16 on CUDA
+    gradient_checkpointing: bool = False
+    trust_remote_code: bool = False
+    max_new_tokens: int = 64  # generation budget per completion (programs, inputs, rollouts)
+
+
+@dataclass(frozen=True)
+class RolloutConfig:
+    backend: str = "vllm_cpu"  # a name in trainer.engine.ENGINES
+    n: int = 4  # samples per task prompt in phase 5 (the group size)
+    temperature: float = 1.0
+    top_p: float = 1.0
+    max_tokens: int = 64
+    max_model_len: int = 1024
+    kv_cache_gib: float = 1.0
+    gpu_memory_utilization: float = 0.4
+    tensor_parallel_size: int = 1
+    retries: int = 3
+    retry_backoff_s: float = 0.5
+
+    def sampling(self, seed: int | None = None) -> SamplingConfig:
+        """Phase 5's sampling: this config's fields of the same names."""
+        return SamplingConfig(**{f.name: getattr(self, f.name) for f in fields(SamplingConfig) if f.name != "seed"}, seed=seed)
+
+
+@dataclass(frozen=True)
+class AlgorithmConfig:
+    """Advantages, loss, optimizer and batching. The loss and advantage keys are verl's
+    (`core_algos` registry names); `trainer/losses.py` reads them from this class."""
+
+    adv_estimator: str = "grpo"  # grpo | rloo | reinforce_plus_plus | ... (verl's registry)
+    norm_adv_by_std_in_grpo: bool = True
+    gamma: float = 1.0
+    policy_loss: str = "vanilla"  # verl policy-loss registry name
+    clip_ratio_low: float = 0.2
+    clip_ratio_high: float = 0.2
+    clip_ratio_c: float = 3.0  # dual-clip lower bound for negative advantages
+    loss_agg_mode: str = "token-mean"
+    entropy_coeff: float = 0.0
+    use_kl_loss: bool = False
+    kl_loss_coef: float = 0.001
+    kl_loss_type: str = "low_var_kl"
+    lr: float = 1e-5
+    weight_decay: float = 0.0
+    betas: tuple[float, float] = (0.9, 0.999)
+    grad_clip: float = 1.0
+    ppo_epochs: int = 1
+    mini_batch_size: Optional[int] = None  # per-rank samples per optimizer step; None: the product below
+    micro_batch_size: int = 4  # samples per forward/backward
+    accum_steps: int = 2  # micro-batches per gradient contribution
+    update_steps: int = 2  # contributions per optimizer step (version bump + push)
+    max_staleness: int = 1  # drop samples generated more than this many versions ago
+    keep_last_versions: int = 0  # weight snapshots kept on disk
+
+    def __post_init__(self):
+        object.__setattr__(self, "betas", tuple(self.betas))
+        for key in ("micro_batch_size", "accum_steps", "update_steps", "ppo_epochs"):
+            if getattr(self, key) < 1:
+                raise ValueError(f"algorithm.{key} must be >= 1, got {getattr(self, key)!r}")
+        if self.mini_batch_size not in (None, self.samples_per_step):
+            raise ValueError(
+                f"algorithm.mini_batch_size={self.mini_batch_size} but micro_batch_size x accum_steps x "
+                f"update_steps = {self.micro_batch_size}x{self.accum_steps}x{self.update_steps} = {self.samples_per_step}"
+            )
+
+    @property
+    def samples_per_step(self) -> int:
+        return self.micro_batch_size * self.accum_steps * self.update_steps
+
+
+@dataclass(frozen=True)
+class TuningConfig:
+    """Which weights train (trainer/tuning.py)."""
+
+    method: str = "full"  # full | lora | top_layers
+    lora_r: int = 16
+    lora_alpha: int = 32
+    lora_dropout: float = 0.0  # dropout makes training log-probs differ from the engine's
+    target_modules: tuple[str, ...] = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
+    trainable_layers: int = 4  # top_layers only
+
+    def __post_init__(self):
+        object.__setattr__(self, "target_modules", tuple(str(m) for m in self.target_modules))
+        if self.method not in TUNING_METHODS:
+            raise ValueError(f"tuning.method must be one of {TUNING_METHODS}, got {self.method!r}")
+        if self.lora_r < 1 or self.trainable_layers < 1:
+            raise ValueError("tuning.lora_r and tuning.trainable_layers must be >= 1")
+
+
+@dataclass(frozen=True)
+class BenchmarkConfig:
+    name: str = "mbpp"  # mbpp | humaneval
+    source: Optional[str] = None  # None: the bundled data; or a JSONL/Parquet path, or a HF dataset name
+    problems: Optional[int] = 10  # the first K problems by id, when problem_ids is empty
+    problem_ids: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class TrainerConfig:
+    rounds: int = 2
+    save_every: int = 1  # checkpoint every K rounds (and at the end, and on SIGTERM/SIGINT)
+    keep_checkpoints: int = 3
+    resume: str = "none"  # none | auto | PATH
+    eval_every: int = 1  # pass@1 on hidden tests every E rounds (0: never)
+    device: str = "auto"  # auto | cpu | cuda
+    gpus: Optional[str] = None  # e.g. "0,1": sets CUDA_VISIBLE_DEVICES
+    deterministic: bool = False  # bit-reproducible CPU mode (exact resume checks)
+    log_samples: int = 4
+    verbose: bool = False
+    update_weights: bool = True  # false: the no-training control
+    pass_at_k: tuple[int, ...] = ()
+
+
+@dataclass
+class TrainConfig:
+    """The root. Not frozen: Hydra composes into it; each group's class is what runs."""
+
+    run_name: str = "${benchmark.name}"
+    output_dir: str = "logs/${run_name}"
+    seed: int = 0
+    model: ModelConfig = field(default_factory=ModelConfig)
+    rollout: RolloutConfig = field(default_factory=RolloutConfig)
+    algorithm: AlgorithmConfig = field(default_factory=AlgorithmConfig)
+    tuning: TuningConfig = field(default_factory=TuningConfig)
+    benchmark: BenchmarkConfig = field(default_factory=BenchmarkConfig)
+    pipeline: PipelineConfig = field(default_factory=PipelineConfig)
+    executor: ExecutorConfig = field(default_factory=ExecutorConfig)
+    trainer: TrainerConfig = field(default_factory=TrainerConfig)
+
+
+def schema_node() -> DictConfig:
+    """`TrainConfig` as the node Hydra composes into. Each group is built from its class, so
+    it holds the declared defaults (`None` where `__post_init__` derives a value: an instance
+    would hold the derived one, and an override of what it derives from would not reach it).
+    Frozen classes make read-only nodes, which Hydra could not merge the YAML into: they are
+    made writable here and are frozen again by `OmegaConf.to_object`."""
+    node = OmegaConf.structured(TrainConfig)
+    for f in fields(TrainConfig):
+        if is_dataclass(f.default_factory):
+            group = OmegaConf.structured(f.default_factory)
+            OmegaConf.set_readonly(group, False)
+            node[f.name] = group
+    return node
+
+
+def register() -> None:
+    """Store the schema as `schema` (the first entry of configs/train.yaml's defaults)."""
+    from hydra.core.config_store import ConfigStore
+
+    ConfigStore.instance().store(name="schema", node=schema_node())
