@@ -10,7 +10,7 @@ import sys
 
 import torch
 
-from unified.models.resolve import smollm2
+from unified.models import smollm2
 from unified.trainer.batching import collate
 from unified.trainer.distributed import init_distributed
 from unified.trainer.engine import SamplingConfig, build_engine

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from unified.models.resolve import smollm2
+from unified.models import smollm2
 from unified.config import UserError
 
 REPO = Path(__file__).resolve().parents[1]
@@ -84,7 +84,7 @@ def test_pushes_keep_engine_logprobs_equal_to_the_policy_full_and_lora():
     for r in results:
         assert r["before_1.0"] > 1e-2, r  # the change is visible before the push
         assert r["after_1.0"] <= 1e-3 and r["after_0.7"] <= 1e-3, r
-        assert r["path"] == "direct", r  # re-packed in place (engine_vllm._direct_load)
+        assert r["path"] == "direct", r  # re-packed in place (vllm_worker_ops.direct_load)
 
 
 SMOLLM2_ROUND = [

@@ -30,7 +30,7 @@ def _hub_reachable(timeout: float = 3.0) -> bool:
 
 
 def _smollm2_dir() -> str:
-    from unified.models.resolve import smollm2
+    from unified.models import smollm2
 
     return str(smollm2.model_dir())
 

