@@ -6,11 +6,11 @@ import json
 
 import pytest
 
+from unified.pipeline import mbpp
+from unified.pipeline.arg_types import calls_of
+from unified.pipeline.humaneval import docstring_examples
 from unified.pipeline.benchmarks import (
-    BUNDLED_MBPP,
     BenchmarkError,
-    _calls_of,
-    docstring_examples,
     load_problems,
     with_expected_outputs,
 )
@@ -100,13 +100,13 @@ def test_every_mbpp_canonical_solution_matches_its_assertions(executor):
     results against the expected values written in each task's assertion."""
     from unified.pipeline.values import values_equal
 
-    rows = {json.loads(line)["task_id"]: json.loads(line) for line in gzip.open(BUNDLED_MBPP, "rt")}
+    rows = {json.loads(line)["task_id"]: json.loads(line) for line in gzip.open(mbpp.BUNDLED, "rt")}
     problems = load_problems("mbpp")
     filled = with_expected_outputs([p.__class__(**{**p.__dict__, "hidden": ()}) for p in problems], executor.run_batch)
     checked = 0
     for before, after in zip(problems, filled):
         if before.task_id in RETURNS_NON_LITERALS:  # match objects: kept as `is not None`, as EvalPlus does
-            truth = {repr(_calls_of(line, before.entry_point)[0]): not line.startswith("assert not")
+            truth = {repr(calls_of(line, before.entry_point)[0]): not line.startswith("assert not")
                      for line in rows[before.task_id]["assertion"].splitlines() if line.startswith("assert")}  # fmt: skip
             assert [c.expected for c in after.visible] == [truth[repr(c.args)] for c in after.visible]
             continue
@@ -174,3 +174,25 @@ def test_user_jsonl_and_parquet_files(tmp_path):
     bad.write_text(json.dumps({"prompt": "x"}))
     with pytest.raises(BenchmarkError, match="lacks field"):
         load_problems("mine", source=str(bad))
+
+
+def test_a_builtin_benchmark_is_one_module_and_one_registry_entry(monkeypatch):
+    """A third built-in benchmark: a module-like object with the five names, one entry in
+    BUILTIN, and the loader, the id hint and the row reader all use it."""
+    import types
+
+    from unified.pipeline import benchmarks
+
+    rows = [{"task_id": f"Toy/{i}", "prompt": f"add {i}", "entry_point": "f", "toy_cases": [[1], [2]],
+             "canonical_solution": f"def f(x):\n    return x + {i}\n"} for i in range(3)]  # fmt: skip
+    toy = types.SimpleNamespace(
+        NAME="toy", ID_PREFIX="Toy/", rows=lambda: rows, matches=lambda row: "toy_cases" in row,
+        problem=lambda row, benchmark: benchmarks._generic_problem(
+            {**row, "hidden": [{"args": a} for a in row["toy_cases"]]}, benchmark),
+    )  # fmt: skip
+    monkeypatch.setitem(benchmarks.BUILTIN, "toy", toy)
+    problems = load_problems("toy", count=2)
+    assert [p.task_id for p in problems] == ["Toy/0", "Toy/1"]
+    assert [c.args for c in problems[1].hidden] == [(1,), (2,)] and problems[1].benchmark == "toy"
+    with pytest.raises(BenchmarkError, match="it belongs to --benchmark toy"):
+        load_problems("mbpp", ids=["Toy/1"])

@@ -494,7 +494,7 @@ def test_enormous_or_malformed_replies_become_crashed(bare):
 
 
 def test_project_data_and_home_are_not_visible(bare):
-    from unified.pipeline.benchmarks import BUNDLED_MBPP
+    from unified.pipeline.mbpp import BUNDLED as BUNDLED_MBPP
 
     repo = str(Path(__file__).resolve().parents[1])
     for code in [

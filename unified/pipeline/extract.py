@@ -22,7 +22,7 @@ import ast
 import re
 from typing import Sequence
 
-from unified.pipeline.benchmarks import _template, apply_template
+from unified.pipeline.arg_types import apply_template, template_of
 from unified.pipeline.values import LiteralError, from_literal
 
 _FENCE = re.compile(r"```[ \t]*(?:python3?|py)?[ \t]*\n(.*?)(?:```|\Z)", re.DOTALL | re.IGNORECASE)
@@ -217,5 +217,5 @@ def shape_like(args: tuple, examples: Sequence[tuple]) -> tuple:
     model writes lists where MBPP+ functions take tuples)."""
     if not examples:
         return args
-    templates = [_template(a) for a in examples[0]]
+    templates = [template_of(a) for a in examples[0]]
     return tuple(apply_template(a, templates[i]) if i < len(templates) else a for i, a in enumerate(args))
