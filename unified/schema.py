@@ -8,7 +8,7 @@ classes hold the keys, types and defaults. Hydra checks every override against t
 composes (an unknown key or a wrong type is an error there), and `OmegaConf.to_object` turns
 a group into the frozen dataclass its stage runs with, checks in `__post_init__` included:
 no hand-written mapping between YAML and code. `PipelineConfig` (pipeline/phases.py) and
-`ExecutorConfig` (sandbox/executor.py) live with their stages; the rest live here because
+`ExecutorConfig` (sandbox/config.py) live with their stages; the rest live here because
 their stages import torch, and composing a config must not.
 """
 
@@ -20,7 +20,7 @@ from typing import Optional
 from omegaconf import DictConfig, OmegaConf
 
 from unified.pipeline.phases import PipelineConfig
-from unified.sandbox.executor import ExecutorConfig
+from unified.sandbox.config import ExecutorConfig
 from unified.types import SamplingConfig
 
 TUNING_METHODS = ("full", "lora", "top_layers")

@@ -1,0 +1,70 @@
+"""The executor's settings (the `executor` config group's schema) and what a worker is
+started with: its limits, the ban lists as stubs, the trusted rehearsal calls, and the
+harness (worker, child, guards, literal writer) compiled here, in the parent, so that the
+worker never reads a file of the project.
+"""
+
+from __future__ import annotations
+
+import marshal
+import math
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Optional
+
+from unified.sandbox.precheck import USER_FILE, worker_stubs
+from unified.sandbox.rules import BANNED_CALLS, BANNED_MODULES, SandboxRules
+
+# The worker's code, sent compiled in its first frame (sandbox.jail.BOOT runs "worker").
+_HARNESS = {"worker": "worker.py", "child": "child.py", "guards": "guards.py",
+            "literal": "literal.py"}  # fmt: skip
+# Trusted calls each worker runs in-process before its first fork (sandbox.child.rehearse):
+# an int, and a container of every literal kind with printed output.
+_REHEARSAL = ("def f(x):\n    return x + 1\n\n"
+              "def g(x):\n    print(x)\n    return [x, -1.5, 'a', b'b', (True, None), {'k': 1j}, {2}]\n")  # fmt: skip
+
+@dataclass(frozen=True)
+class ExecutorConfig:
+    backend: str = "local"  # "local" | "ray"
+    workers: int = 2  # warm pool size (0/None -> os.cpu_count())
+    timeout_s: float = 2.0  # CPU seconds a call may use: the (deterministic) timeout
+    memory_mb: int = 512  # address space a call may add to the worker image
+    cpu_s: float | None = None  # RLIMIT_CPU, the hard stop; defaults to ceil(timeout_s)
+    max_output_bytes: int = 65536  # stdout/stderr capture and return-value literal limit
+    banned_modules: Optional[tuple[str, ...]] = BANNED_MODULES  # None -> these defaults
+    banned_calls: Optional[tuple[str, ...]] = BANNED_CALLS
+    ray_address: str | None = None
+    wall_s: float | None = None  # wall-clock backstop for sleeping/blocked code; 10 x timeout_s + 1
+
+    def __post_init__(self):
+        set_ = lambda k, v: object.__setattr__(self, k, v)  # noqa: E731 - frozen: normalise once
+        set_("workers", int(self.workers or os.cpu_count() or 1))
+        for key in ("timeout_s", "cpu_s", "wall_s"):
+            if getattr(self, key) is not None and not getattr(self, key) > 0:
+                raise ValueError(f"executor.{key} must be positive, got {getattr(self, key)!r}")
+        set_("cpu_s", float(self.cpu_s) if self.cpu_s is not None else float(math.ceil(self.timeout_s)))
+        set_("wall_s", float(self.wall_s) if self.wall_s is not None else 10.0 * self.timeout_s + 1.0)
+        # None (null in YAML) means the built-in lists.
+        set_("banned_modules", BANNED_MODULES if self.banned_modules is None else tuple(self.banned_modules))
+        set_("banned_calls", BANNED_CALLS if self.banned_calls is None else tuple(self.banned_calls))
+        for key in ("workers", "memory_mb", "max_output_bytes"):
+            if not getattr(self, key) > 0:
+                raise ValueError(f"executor.{key} must be positive, got {getattr(self, key)!r}")
+
+    def worker_init(self) -> bytes:
+        """Everything a worker needs, marshalled (the worker imports nothing to read it)."""
+        policy = SandboxRules.from_lists(self.banned_modules, self.banned_calls)
+        limits = {"timeout_s": self.timeout_s, "cpu_rlimit": max(1, math.ceil(self.cpu_s)), "wall_s": self.wall_s,
+                  "memory_mb": self.memory_mb, "max_output_bytes": self.max_output_bytes, "max_file_mb": 32,
+                  "max_open_files": 256, "max_processes": 64, "banned_modules": self.banned_modules,
+                  "block_gc": "gc" in self.banned_modules}  # fmt: skip
+        stubs, direct = worker_stubs(policy)
+        code = compile(_REHEARSAL, USER_FILE, "exec", dont_inherit=True)
+        rehearsal = [marshal.dumps((code, entry, (7,))) for entry in ("f", "g")]
+        here = Path(__file__).resolve().parent
+        harness = {name: compile((here / file).read_text(encoding="utf-8"), f"<{name}>", "exec", dont_inherit=True)
+                   for name, file in _HARNESS.items()}  # fmt: skip
+        return marshal.dumps({"limits": limits, "banned_modules": self.banned_modules, "stubs": stubs,
+                              "direct": direct, "open_write": policy.open_write, "rehearsal": rehearsal,
+                              **harness})  # fmt: skip
