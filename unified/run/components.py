@@ -105,6 +105,7 @@ def check_inputs(cfg: DictConfig) -> Inputs:
 def build_components(cfg: DictConfig, inputs: Inputs) -> Components:
     from unified.models.resolve import load_tokenizer
     from unified.pipeline.benchmarks import with_expected_outputs
+    from unified.run.telemetry import ComputeLedger
     from unified.sandbox.executors import build_executor
     from unified.trainer.aggregator import build_aggregator
     from unified.trainer.distributed import init_distributed
@@ -131,26 +132,31 @@ def build_components(cfg: DictConfig, inputs: Inputs) -> Components:
     engine = resident_engine(cfg, model_path, info.rank)
     algorithm = typed(cfg, "algorithm")
     aggregator = build_aggregator(algorithm, policy, snapshot_dir=out_dir / "snapshots")
-    from unified.run.telemetry import ComputeLedger
-
-    start, ledger, history = 1, ComputeLedger(), []
-    if resume is not None:
-        state, optimizer_state = ckpt.load_checkpoint(resume)
-        if "compute" in state:
-            ledgers = state["compute"]
-            ledger.load_state_dict(ledgers[info.rank] if info.rank < len(ledgers) else ledgers[0])
-            history = [tuple(x) for x in state.get("eval_history", [])]
-        aggregator.load_optimizer_state_dict(optimizer_state)
-        aggregator.load_state_dict(state["aggregator"])
-        if engine is not None:
-            engine.version = aggregator.version  # it loaded these very weights from the checkpoint
-        ckpt.set_rng_state(state["rng"])
-        start = int(state["round"]) + 1
-        log.info("resumed from %s: continuing at round %d (version %d)", resume, start, aggregator.version)
+    ledger = ComputeLedger()
+    start, history = _restore(resume, aggregator, engine, ledger, info.rank) if resume is not None else (1, [])
     return Components(
         cfg, info, problems, all_ids, tokenizer, policy, engine, executor, aggregator, algorithm,
         typed(cfg, "rollout"), inputs.pipeline, out_dir, start, resume, ledger, history,
     )  # fmt: skip
+
+
+def _restore(resume: Path, aggregator, engine, ledger, rank: int) -> tuple[int, list]:
+    """The checkpoint's optimizer, aggregator, compute ledger and RNG state, in place;
+    -> (the first round to run, the eval history for the scaling fit)."""
+    state, optimizer_state = ckpt.load_checkpoint(resume)
+    history = []
+    if "compute" in state:
+        ledgers = state["compute"]
+        ledger.load_state_dict(ledgers[rank] if rank < len(ledgers) else ledgers[0])
+        history = [tuple(x) for x in state.get("eval_history", [])]
+    aggregator.load_optimizer_state_dict(optimizer_state)
+    aggregator.load_state_dict(state["aggregator"])
+    if engine is not None:
+        engine.version = aggregator.version  # it loaded these very weights from the checkpoint
+    ckpt.set_rng_state(state["rng"])
+    start = int(state["round"]) + 1
+    log.info("resumed from %s: continuing at round %d (version %d)", resume, start, aggregator.version)
+    return start, history
 
 
 def resident_engine(cfg: DictConfig, model_path: str, rank: int):

@@ -34,63 +34,75 @@ def _spend(budget: list[int], n: int) -> None:
 def _emit(v: object, out: list[str], budget: list[int], depth: int) -> None:
     if depth > MAX_DEPTH:
         raise LiteralError(f"value nested deeper than {MAX_DEPTH} levels (or cyclic)")
+    if isinstance(v, (tuple, list)):
+        _emit_sequence(v, out, budget, depth)
+    elif isinstance(v, dict):
+        _emit_dict(v, out, budget, depth)
+    else:
+        text = _set_text(v, budget, depth) if isinstance(v, (set, frozenset)) else _scalar_text(v, budget)
+        _spend(budget, len(text))
+        out.append(text)
+
+
+def _scalar_text(v: object, budget: list[int]) -> str:
     if v is None or v is True or v is False:
-        text = repr(v)
-    elif isinstance(v, int):
+        return repr(v)
+    if isinstance(v, int):
         # Check the size before repr: rendering a huge int is quadratic.
         if int.bit_length(v) > _INT_DIGITS * 3.32:
             raise LiteralError(f"int too large to render (more than {_INT_DIGITS} digits)")
-        text = int.__repr__(int(v))
-    elif isinstance(v, float):
-        text = _float(float(v))
-    elif isinstance(v, complex):
+        return int.__repr__(int(v))
+    if isinstance(v, float):
+        return _float(float(v))
+    if isinstance(v, complex):
         c = complex(v)
         finite = math.isfinite(c.real) and math.isfinite(c.imag)
-        text = repr(c) if finite else f"complex({_float(c.real)}, {_float(c.imag)})"
-    elif isinstance(v, (str, bytes)):
+        return repr(c) if finite else f"complex({_float(c.real)}, {_float(c.imag)})"
+    if isinstance(v, (str, bytes)):
         _spend(budget, len(v))  # before repr, so a huge string costs nothing
-        text = repr(str(v) if isinstance(v, str) else bytes(v))
-    elif isinstance(v, (tuple, list)):
-        opening, closing = ("(", ")") if isinstance(v, tuple) else ("[", "]")
-        _spend(budget, 2)
-        out.append(opening)
-        for i, item in enumerate(v):
-            if i:
-                out.append(", ")
-                _spend(budget, 2)
-            _emit(item, out, budget, depth + 1)
-        if isinstance(v, tuple) and len(v) == 1:
-            out.append(",")
-        out.append(closing)
-        return
-    elif isinstance(v, dict):
-        _spend(budget, 2)
-        out.append("{")
-        for i, (key, item) in enumerate(v.items()):
-            if i:
-                out.append(", ")
-            _emit(key, out, budget, depth + 1)
-            out.append(": ")
-            _spend(budget, 4)
-            _emit(item, out, budget, depth + 1)
-        out.append("}")
-        return
-    elif isinstance(v, (set, frozenset)):
-        # Sorted element texts: the same set always gives the same text, whatever the hash seed.
-        items = []
-        for item in v:
-            parts: list[str] = []
-            _emit(item, parts, budget, depth + 1)
+        return repr(str(v) if isinstance(v, str) else bytes(v))
+    raise LiteralError(f"{type(v).__name__} is not a literal type")
+
+
+def _emit_sequence(v: tuple | list, out: list[str], budget: list[int], depth: int) -> None:
+    opening, closing = ("(", ")") if isinstance(v, tuple) else ("[", "]")
+    _spend(budget, 2)
+    out.append(opening)
+    for i, item in enumerate(v):
+        if i:
+            out.append(", ")
             _spend(budget, 2)
-            items.append("".join(parts))
-        items.sort()
-        body = "{" + ", ".join(items) + "}" if items else ""
-        budget[0] += len(body)  # the elements were paid for already; `text` pays again below
-        text = f"frozenset({body})" if isinstance(v, frozenset) else (body or "set()")
-    else:
-        raise LiteralError(f"{type(v).__name__} is not a literal type")
-    _spend(budget, len(text))
-    out.append(text)
+        _emit(item, out, budget, depth + 1)
+    if isinstance(v, tuple) and len(v) == 1:
+        out.append(",")
+    out.append(closing)
+
+
+def _emit_dict(v: dict, out: list[str], budget: list[int], depth: int) -> None:
+    _spend(budget, 2)
+    out.append("{")
+    for i, (key, item) in enumerate(v.items()):
+        if i:
+            out.append(", ")
+        _emit(key, out, budget, depth + 1)
+        out.append(": ")
+        _spend(budget, 4)
+        _emit(item, out, budget, depth + 1)
+    out.append("}")
+
+
+def _set_text(v: set | frozenset, budget: list[int], depth: int) -> str:
+    """Sorted element texts: the same set always gives the same text, whatever the hash seed."""
+    items = []
+    for item in v:
+        parts: list[str] = []
+        _emit(item, parts, budget, depth + 1)
+        _spend(budget, 2)
+        items.append("".join(parts))
+    items.sort()
+    body = "{" + ", ".join(items) + "}" if items else ""
+    budget[0] += len(body)  # the elements were paid for already; the caller pays for the text again
+    return f"frozenset({body})" if isinstance(v, frozenset) else (body or "set()")
 
 
 def _float(x: float) -> str:

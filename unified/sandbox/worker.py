@@ -105,14 +105,13 @@ class Zygote:
     def serve(self, fd_in: int, fd_out: int) -> None:
         """Steps 1-4 of the module doc, for ever. After each fork, every page this loop
         writes is copied (and reading an object writes its reference count), so the
-        common path stays in this loop, over locals, with one exception per call (`_finish`
-        learns that nothing is left from ChildProcessError)."""
+        common path is this loop and `_reply`, over locals and module globals, with one
+        exception per call (`_finish` learns that nothing is left from ChildProcessError)."""
         report = " ".join(f"{k}={v}" for k, v in self.iso.items())
         _send(fd_out, f"ready pid={OS.getpid()} uid={self.uid} {report}".encode())
-        run_call, pipe, fork, close, read, write = self.child.run_call, OS.pipe, OS.fork, OS.close, OS.read, OS.write
+        run_call, pipe, fork, close, read, pidfd_open = self.child.run_call, OS.pipe, OS.fork, OS.close, OS.read, OS.pidfd_open
         devnull, uid, limits, module, capture = self.devnull, self.uid, self.limits, self.module, self.capture
         guards, literal, tmp, wall_s, timeout_s = self.guards, self.literal, self.tmp, self.wall_s, limits["timeout_s"]
-        pidfd_open, listdir = OS.pidfd_open, OS.listdir
         cpu_before = _cpu_of_children()  # children are reaped only within a call: no need to ask again
         while True:
             r, w = pipe()
@@ -136,22 +135,26 @@ class Zygote:
                 self._finish(pid)
             wall, cpu_after = _monotonic() - start, _cpu_of_children()
             cpu, cpu_before = cpu_after - cpu_before, cpu_after
-            if killed:
-                kind = b"wall"
-            elif cpu >= timeout_s or status & 0x7F == SIGXCPU:  # killed by SIGXCPU (RLIMIT_CPU)
-                kind = b"cpu"
-            else:
-                kind = b"-"
-            try:
-                left = listdir(tmp)
-            except OSError:
-                left = ()
-            if left:
-                self._clear_tmp(left)
-            reply = b"%d %.6f %.6f %s\n" % (status, cpu, wall, kind) + buf
-            data = len(reply).to_bytes(4, "big") + reply
-            while data:
-                data = data[write(fd_out, data) :]
+            self._reply(fd_out, buf, status, killed, cpu, wall, timeout_s)
+
+    def _reply(self, fd_out: int, buf: bytes, status: int, killed: bool, cpu: float, wall: float, timeout_s: float) -> None:
+        """Which limit ended the call, a clean tmpfs for the next one, and the framed reply."""
+        if killed:
+            kind = b"wall"
+        elif cpu >= timeout_s or status & 0x7F == SIGXCPU:  # killed by SIGXCPU (RLIMIT_CPU)
+            kind = b"cpu"
+        else:
+            kind = b"-"
+        try:
+            left = OS.listdir(self.tmp)
+        except OSError:
+            left = ()
+        if left:
+            self._clear_tmp(left)
+        reply = b"%d %.6f %.6f %s\n" % (status, cpu, wall, kind) + buf
+        data = len(reply).to_bytes(4, "big") + reply
+        while data:
+            data = data[OS.write(fd_out, data) :]
 
     def _collect(self, pid: int, pidfd: int, r: int, deadline: float):
         """The child's message (b"" when over the size limit) and its wait status; SIGKILL

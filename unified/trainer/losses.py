@@ -95,39 +95,41 @@ def ppo_loss(
     global_batch_size: int | None = None,
 ) -> tuple[torch.Tensor, dict[str, float]]:
     """The loss to backpropagate and its metrics. All tensors (B, R)."""
-    actor = verl_actor_config(cfg)
     # dp_size=1: ranks are averaged by FSDP's gradient reduction, contributions by the aggregator
     batch_info = dict(dp_size=1, batch_num_tokens=batch_num_tokens, global_batch_size=global_batch_size)
-    actor.global_batch_info.update(batch_info, loss_scale_factor=None)
     mask = response_mask.bool()
-    policy_loss_fn = core_algos.get_policy_loss_fn(cfg.policy_loss)
-    pg_loss, pg_metrics = policy_loss_fn(
-        old_log_prob=old_log_prob,
-        log_prob=log_prob,
-        advantages=advantages,
-        response_mask=mask,
-        loss_agg_mode=cfg.loss_agg_mode,
-        config=actor,
-        rollout_is_weights=None,
-    )
-    loss = pg_loss
-    metrics = {
-        "pg_loss": pg_loss.item(),
-        "pg_clipfrac": pg_metrics.get("actor/pg_clipfrac", 0.0),
-        "pg_clipfrac_lower": pg_metrics.get("actor/pg_clipfrac_lower", 0.0),
-        "ppo_kl": pg_metrics.get("actor/ppo_kl", 0.0),  # approx KL(behaviour || current)
-    }
+    loss, metrics = _policy_loss(log_prob, old_log_prob, advantages, mask, cfg, batch_info)
+
+    def aggregate(loss_mat: torch.Tensor) -> torch.Tensor:
+        return core_algos.agg_loss(loss_mat=loss_mat, loss_mask=mask, loss_agg_mode=cfg.loss_agg_mode, **batch_info)
+
     if entropy is not None:
-        ent = core_algos.agg_loss(loss_mat=entropy, loss_mask=mask, loss_agg_mode=cfg.loss_agg_mode, **batch_info)
+        ent = aggregate(entropy)
         if cfg.entropy_coeff:
             loss = loss - cfg.entropy_coeff * ent
         metrics["entropy"] = ent.item()
     if cfg.use_kl_loss:
         if ref_log_prob is None:
             raise ValueError("use_kl_loss needs ref_log_prob (log-probs of the frozen reference)")
-        kld = core_algos.kl_penalty(logprob=log_prob, ref_logprob=ref_log_prob, kl_penalty=cfg.kl_loss_type)
-        kl = core_algos.agg_loss(loss_mat=kld, loss_mask=mask, loss_agg_mode=cfg.loss_agg_mode, **batch_info)
+        kl = aggregate(core_algos.kl_penalty(logprob=log_prob, ref_logprob=ref_log_prob, kl_penalty=cfg.kl_loss_type))
         loss = loss + cfg.kl_loss_coef * kl
         metrics["kl"] = kl.item()
     metrics["loss"] = loss.item()
     return loss, metrics
+
+
+def _policy_loss(log_prob, old_log_prob, advantages, mask, cfg: AlgorithmConfig, batch_info: dict):
+    """verl's registered policy loss (`cfg.policy_loss`) and its metrics."""
+    actor = verl_actor_config(cfg)
+    actor.global_batch_info.update(batch_info, loss_scale_factor=None)
+    pg_loss, pg_metrics = core_algos.get_policy_loss_fn(cfg.policy_loss)(
+        old_log_prob=old_log_prob, log_prob=log_prob, advantages=advantages, response_mask=mask,
+        loss_agg_mode=cfg.loss_agg_mode, config=actor, rollout_is_weights=None,
+    )  # fmt: skip
+    metrics = {
+        "pg_loss": pg_loss.item(),
+        "pg_clipfrac": pg_metrics.get("actor/pg_clipfrac", 0.0),
+        "pg_clipfrac_lower": pg_metrics.get("actor/pg_clipfrac_lower", 0.0),
+        "ppo_kl": pg_metrics.get("actor/ppo_kl", 0.0),  # approx KL(behaviour || current)
+    }
+    return pg_loss, metrics

@@ -62,26 +62,24 @@ def token_logprobs_and_entropy(
     r = response_mask.shape[1]
     # positions count real tokens only, as the engine numbers them (left padding shifts)
     position_ids = (attention_mask.long().cumsum(-1) - 1).clamp(min=0)
-    out = model(
-        input_ids=input_ids,
-        attention_mask=attention_mask,
-        position_ids=position_ids,
-        logits_to_keep=r + 1,
-        use_cache=False,
-    )
+    out = model(input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids, logits_to_keep=r + 1,
+                use_cache=False)  # fmt: skip
     logits = out.logits[:, :-1].float()
     if temperature > 0 and temperature != 1.0:
         logits = logits / temperature
     log_p = torch.log_softmax(logits, dim=-1)
     logprobs = log_p.gather(-1, input_ids[:, -r:, None]).squeeze(-1)
-    entropy = None
-    if with_entropy and entropy_grad:
-        entropy = -(log_p.exp() * log_p).sum(-1)
-    elif with_entropy:
-        with torch.no_grad():
-            rows = log_p.detach().reshape(-1, log_p.shape[-1])
-            entropy = torch.cat([-torch.linalg.vecdot(c.exp(), c) for c in rows.split(_ENTROPY_ROWS)]).view(log_p.shape[:-1])
-    return logprobs, entropy
+    return logprobs, (_entropy(log_p, entropy_grad) if with_entropy else None)
+
+
+def _entropy(log_p: torch.Tensor, grad: bool) -> torch.Tensor:
+    """-sum(p * log p) over the vocabulary; without `grad`, read back in row chunks that
+    stay in cache (a metric only: no graph through it)."""
+    if grad:
+        return -(log_p.exp() * log_p).sum(-1)
+    with torch.no_grad():
+        rows = log_p.detach().reshape(-1, log_p.shape[-1])
+        return torch.cat([-torch.linalg.vecdot(c.exp(), c) for c in rows.split(_ENTROPY_ROWS)]).view(log_p.shape[:-1])
 
 
 _ENTROPY_ROWS = 4  # rows of the vocabulary per chunk: 4 x 49k floats stay in L2
@@ -204,8 +202,6 @@ def build_policy(
     """Load an HF model (a hub id or an HF-format dir), apply `tuning` (LoRA, top layers;
     `adapter_dir`: a saved adapter to continue from) and shard it. `trainable=False` gives
     a frozen copy (the KL reference)."""
-    from torch.distributed.device_mesh import init_device_mesh
-    from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
     from transformers import AutoModelForCausalLM
 
     if not dist.is_initialized():
@@ -225,20 +221,29 @@ def build_policy(
     sharded = _world() > 1 or run_dtype != torch.float32
     changing = changing_parameters(model)
     if sharded:
-        mesh = init_device_mesh(device.type, (_world(),))
-        mp = MixedPrecisionPolicy()
-        if run_dtype != torch.float32:
-            mp = MixedPrecisionPolicy(param_dtype=run_dtype, reduce_dtype=torch.float32)
-        blocks = set(getattr(model, "_no_split_modules", None) or [])
-        for module in model.modules():
-            if type(module).__name__ in blocks:
-                fully_shard(module, mesh=mesh, mp_policy=mp)
-        fully_shard(model, mesh=mesh, mp_policy=mp)
+        _fully_shard(model, device, run_dtype)
     if trainable:
         model.train()
     else:
         model.eval().requires_grad_(False)
     return Policy(model, device, trainable, scalings, sharded, changing)
+
+
+def _fully_shard(model: torch.nn.Module, device: torch.device, run_dtype: torch.dtype) -> None:
+    """FSDP2 over all ranks: each decoder block its own unit, then the root; parameters in
+    `run_dtype` for compute, gradients reduced in float32."""
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
+
+    mesh = init_device_mesh(device.type, (_world(),))
+    mp = MixedPrecisionPolicy()
+    if run_dtype != torch.float32:
+        mp = MixedPrecisionPolicy(param_dtype=run_dtype, reduce_dtype=torch.float32)
+    blocks = set(getattr(model, "_no_split_modules", None) or [])
+    for module in model.modules():
+        if type(module).__name__ in blocks:
+            fully_shard(module, mesh=mesh, mp_policy=mp)
+    fully_shard(model, mesh=mesh, mp_policy=mp)
 
 
 def build_policy_from_config(

@@ -54,10 +54,8 @@ def train_on_samples(
     if cfg.use_kl_loss and ref_policy is None:
         raise ValueError("use_kl_loss needs a ref_policy (a frozen build_policy(..., trainable=False))")
     kept = [s for s in samples if s.token_ids]
-    advantages = []
-    if kept:
-        rewards, groups = [s.reward for s in kept], [s.group for s in kept]
-        advantages = list(compute_advantages(rewards, response_mask_of(kept), groups, cfg))
+    rewards, groups = [s.reward for s in kept], [s.group for s in kept]
+    advantages = list(compute_advantages(rewards, response_mask_of(kept), groups, cfg)) if kept else []
     per_step = cfg.micro_batch_size * aggregator.accum_steps * aggregator.update_steps
     record, dropped_before, used = _Record(), aggregator.dropped_stale, 0
     aggregator.policy.module.train()
