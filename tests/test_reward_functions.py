@@ -75,17 +75,20 @@ TWO_OF_THREE = "<answer>\ndef pair_sum(x, y):\n    return (x + y, x * y if x els
 
 def test_induction_runs_the_candidate_on_held_out_pairs(executor):
     assert score(INDUCTION, RIGHT, executor) == (1.0, None)
-    assert score(INDUCTION, TWO_OF_THREE, executor, induction_reward="all") == (0.0, None)
-    assert score(INDUCTION, TWO_OF_THREE, executor, induction_reward="fraction") == (pytest.approx(2 / 3), None)
+    assert score(INDUCTION, TWO_OF_THREE, executor, partial_credit=False) == (0.0, None)
+    assert score(INDUCTION, TWO_OF_THREE, executor, partial_credit=True) == (pytest.approx(2 / 3), None)
     loops = "<answer>\ndef pair_sum(x, y):\n    while True:\n        pass\n</answer>"
-    assert score(INDUCTION, loops, executor, induction_reward="fraction") == (0.0, None)
+    assert score(INDUCTION, loops, executor, partial_credit=True) == (0.0, None)
     assert score(INDUCTION, "<answer>def other(x, y): return 1</answer>", executor, format_penalty=-0.5) == (-0.5, "no_entry_point")
     assert score(INDUCTION, "<answer>def pair_sum(x, y) return</answer>", executor, format_penalty=-0.5) == (-0.5, "syntax")
 
 
-def test_induction_reward_mode_is_checked(executor):
+def test_induction_reward_mode_is_checked():
+    from unified.pipeline.phases import PipelineConfig
+
     with pytest.raises(ValueError, match="induction_reward"):
-        score(INDUCTION, RIGHT, executor, induction_reward="most")
+        PipelineConfig(induction_reward="most")
+    assert PipelineConfig(induction_reward="fraction").partial_credit and not PipelineConfig().partial_credit
 
 
 def test_batch_scores_use_one_executor_batch(executor):
@@ -102,7 +105,7 @@ def test_batch_scores_use_one_executor_batch(executor):
         (INDUCTION, RIGHT),
         (INDUCTION, TWO_OF_THREE),
     ]
-    got = score_batch(items, run_batch, format_penalty=-0.5, induction_reward="fraction")
+    got = score_batch(items, run_batch, format_penalty=-0.5, partial_credit=True)
     assert got == [(1.0, None), (1.0, None), (-0.5, "no_answer"), (1.0, None), (pytest.approx(2 / 3), None)]
     assert batches == [1 + 3 + 3]  # one batch: abduction 1 call, induction 3 held-out pairs each
 

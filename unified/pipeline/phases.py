@@ -19,10 +19,11 @@ from unified import kinds
 from unified.kinds import TASK_KINDS, BuildOptions
 from unified.pipeline import evaluation, ipo, programs as phase1, tasks as phase3, validate
 from unified.pipeline.generation import Generator, SamplingConfig
-from unified.pipeline.rewards import INDUCTION_REWARDS, score_batch
+from unified.pipeline.rewards import score_batch
 from unified.types import Completion, IOTriple, Problem, Program, Rejection, Task
 
 SEED_PROGRAMS = ("none", "canonical")
+INDUCTION_REWARDS = ("all", "fraction")  # "fraction": partial credit, a share of the held-out pairs
 
 
 @dataclass(frozen=True)
@@ -61,6 +62,10 @@ class PipelineConfig:
             problems.append("num_programs and num_proposed_inputs must be >= 0, induction_shown >= 1")
         if problems:
             raise ValueError("pipeline config: " + "; ".join(problems))
+
+    @property
+    def partial_credit(self) -> bool:
+        return self.induction_reward == "fraction"
 
 
 @dataclass(frozen=True)
@@ -113,12 +118,12 @@ def run_phases_1_to_4(
     opts = BuildOptions(
         shown_pairs=cfg.induction_shown,
         visible_passing=frozenset(passing) if cfg.induction_needs_visible else None,
-        partial_credit=cfg.induction_reward == "fraction",
+        partial_credit=cfg.partial_credit,
     )
     candidate_tasks = _collect(rejections, phase3.build_tasks(problems, kept, triples, cfg.task_types, opts))
     lap("phase_3")
     tasks = _collect(rejections, validate.validate_tasks(candidate_tasks, triples, cfg.max_tasks_per_type_per_problem,
-                                                         cfg.balance_types, round_seed, cfg.induction_reward))  # fmt: skip
+                                                         cfg.balance_types, round_seed, cfg.partial_credit))  # fmt: skip
     tasks = _collect(rejections, cap_tasks(tasks, cfg.max_tasks, round_seed))
     lap("phase_4")
     return RoundData(round_index=round_index, problems=tuple(problems), pass_at_1=pass_at_1,
@@ -196,5 +201,5 @@ def score_rollouts(
 ) -> list[list[tuple[float, str | None]]]:
     """Per task, per completion: (reward, parse-failure reason or None); one executor batch."""
     items = [(task, c if isinstance(c, str) else c.text) for task, group in zip(tasks, completions) for c in group]
-    flat = iter(score_batch(items, executor.run_batch, cfg.format_penalty, cfg.induction_reward))
+    flat = iter(score_batch(items, executor.run_batch, cfg.format_penalty, cfg.partial_credit))
     return [[next(flat) for _ in group] for group in completions]

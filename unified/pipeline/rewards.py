@@ -16,9 +16,6 @@ from unified.kinds import BuildOptions, kind_of
 from unified.pipeline.extract import answer_text
 from unified.types import Task
 
-INDUCTION_REWARDS = ("all", "fraction")
-
-
 def parse_answer(task: Task, text: str) -> tuple[object, str | None]:
     """(what the answer says, None) or (None, reason): what the kind's `parse` reads from
     the text inside the last <answer> block (a value, an argument tuple, a program...)."""
@@ -28,16 +25,15 @@ def parse_answer(task: Task, text: str) -> tuple[object, str | None]:
     return kind_of(task.kind).parse(task, answer)
 
 
-def reward_from_results(task: Task, parsed: object, results: Sequence, induction_reward: str = "all") -> float:
-    return kind_of(task.kind).reward(task, parsed, results, BuildOptions(partial_credit=induction_reward == "fraction"))
+def reward_from_results(task: Task, parsed: object, results: Sequence, partial_credit: bool = False) -> float:
+    return kind_of(task.kind).reward(task, parsed, results, BuildOptions(partial_credit=partial_credit))
 
 
 def score_batch(
-    items: Sequence[tuple[Task, str]], run_batch, format_penalty: float = 0.0, induction_reward: str = "all"
+    items: Sequence[tuple[Task, str]], run_batch, format_penalty: float = 0.0, partial_credit: bool = False
 ) -> list[tuple[float, str | None]]:
-    """Rewards for (task, completion text) pairs, executing everything in one batch."""
-    if induction_reward not in INDUCTION_REWARDS:
-        raise ValueError(f"induction_reward must be one of {INDUCTION_REWARDS}, got {induction_reward!r}")
+    """Rewards for (task, completion text) pairs, executing everything in one batch;
+    `partial_credit`: kinds that can give a share of the reward do."""
     parsed, calls, spans = [], [], []
     for task, text in items:
         value, reason = parse_answer(task, text)
@@ -51,12 +47,12 @@ def score_batch(
         if reason is not None:
             out.append((float(format_penalty), reason))
         else:
-            out.append((reward_from_results(task, value, results[lo:hi], induction_reward), None))
+            out.append((reward_from_results(task, value, results[lo:hi], partial_credit), None))
     return out
 
 
 def score(
-    task: Task, text: str, executor, format_penalty: float = 0.0, induction_reward: str = "all"
+    task: Task, text: str, executor, format_penalty: float = 0.0, partial_credit: bool = False
 ) -> tuple[float, str | None]:
     """One completion's reward; `executor` is an `Executor` (its run_batch is used)."""
-    return score_batch([(task, text)], executor.run_batch, format_penalty, induction_reward)[0]
+    return score_batch([(task, text)], executor.run_batch, format_penalty, partial_credit)[0]

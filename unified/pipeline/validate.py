@@ -45,14 +45,14 @@ def _outputs_by_program(triples: Sequence[IOTriple]) -> dict[str, list]:
     return out
 
 
-def gold_earns_one(task: Task, induction_reward: str = "all") -> bool:
+def gold_earns_one(task: Task, partial_credit: bool = False) -> bool:
     """Score the gold answer through the reward path; the sandbox results it would get are
     known from phase 2 (the gold program/arguments are the ones that produced the outputs)."""
     parsed, reason = parse_answer(task, task.gold)
     if reason is not None or not kind_of(task.kind).gold_is_own(task, parsed):
         return False
     known = [ExecResult(status="ok", value=c.expected) for c in task.cases]
-    return reward_from_results(task, parsed, known, induction_reward) == 1.0
+    return reward_from_results(task, parsed, known, partial_credit) == 1.0
 
 
 def _round_robin(tasks: Sequence[Task]) -> list[Task]:
@@ -74,12 +74,12 @@ def validate_tasks(
     max_per_type_per_problem: int | None,
     balance_types: bool,
     seed: int = 0,
-    induction_reward: str = "all",
+    partial_credit: bool = False,
 ) -> tuple[list[Task], list[Rejection]]:
     """Kept tasks (input order) and one Rejection per dropped task: each task checked on its
     own, then the per-problem cap, then the balance between kinds (one seeded RNG, in that
     order, so the same inputs keep the same tasks)."""
-    rejected = _check_each(tasks, _outputs_by_program(triples), induction_reward)
+    rejected = _check_each(tasks, _outputs_by_program(triples), partial_credit)
     rng = random.Random(seed)
     if max_per_type_per_problem is not None:
         _cap_per_problem([t for t in tasks if t.task_id not in rejected], max_per_type_per_problem, rng, rejected)
@@ -95,7 +95,7 @@ def validate_tasks(
     return kept, rejections
 
 
-def _check_each(tasks: Sequence[Task], outputs: dict, induction_reward: str) -> dict[str, tuple[str, str]]:
+def _check_each(tasks: Sequence[Task], outputs: dict, partial_credit: bool) -> dict[str, tuple[str, str]]:
     """task id -> (reason, detail) for trivial tasks, repeated prompts and golds that do not
     earn 1 through their own reward."""
     rejected: dict[str, tuple[str, str]] = {}
@@ -105,7 +105,7 @@ def _check_each(tasks: Sequence[Task], outputs: dict, induction_reward: str) -> 
             rejected[task.task_id] = ("trivial", "")
         elif (task.kind, task.prompt) in seen_prompts:
             rejected[task.task_id] = ("duplicate", "")
-        elif not gold_earns_one(task, induction_reward):
+        elif not gold_earns_one(task, partial_credit):
             rejected[task.task_id] = ("gold_mismatch", task.gold[:200])
         seen_prompts.add((task.kind, task.prompt))
     return rejected
