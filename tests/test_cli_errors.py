@@ -27,6 +27,9 @@ CASES = {
     "missing resume checkpoint": (["--resume", "/no/such/ckpt"], "no such checkpoint"),
     "zero save-every": (["--save-every", "0"], "--save-every must be a whole number >= 1"),
     "key without its group": (["rounds=1"], "did you mean trainer.rounds=1 (or --rounds 1)"),
+    "value of the wrong type": (["trainer.rounds=two"], "trainer.rounds='two' is not valid"),
+    "a key added with +": (["+trainer.roundz=1"], "unknown config key 'trainer.roundz'"),
+    "a schema check": (["tuning.method=qlora"], "tuning.method must be one of"),
 }
 
 # Checked against this machine and the model after the config composes (the tiny model: fast).

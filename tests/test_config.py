@@ -55,3 +55,36 @@ def test_cfg_job_prints_resolved_config(capsys, tmp_path):
     printed = OmegaConf.create(capsys.readouterr().out)
     assert printed.trainer.rounds == 7
     assert set(GROUPS) - {"experiment"} <= set(printed.keys())
+
+
+def test_each_group_is_its_schema_dataclass_frozen_with_its_checks():
+    import dataclasses
+
+    from unified.config import typed
+    from unified.schema import TrainConfig
+
+    cfg = compose_config(["executor.timeout_s=1.5", "algorithm=rloo", "tuning=lora"], check=False)
+    for f in dataclasses.fields(TrainConfig):
+        if dataclasses.is_dataclass(f.default_factory):
+            group = typed(cfg, f.name)
+            assert type(group) is f.default_factory, f.name
+            with pytest.raises(dataclasses.FrozenInstanceError):
+                setattr(group, dataclasses.fields(group)[0].name, None)
+    # derived values follow the override: the schema holds the declared default (None), not
+    # one derived from the default timeout when the schema was built
+    assert cfg.executor.wall_s is None and typed(cfg, "executor").wall_s == 16.0
+    assert typed(cfg, "algorithm").adv_estimator == "rloo" and typed(cfg, "tuning").method == "lora"
+    assert typed(cfg, "tuning").target_modules == tuple(typed(cfg, "tuning").target_modules)
+
+
+def test_option_files_hold_only_schema_keys():
+    import dataclasses
+
+    from unified.schema import TrainConfig
+
+    classes = {f.name: f.default_factory for f in dataclasses.fields(TrainConfig) if dataclasses.is_dataclass(f.default_factory)}
+    for group, cls in classes.items():
+        defaults = OmegaConf.structured(cls)
+        for path in sorted((CONFIG_DIR / group).glob("*.yaml")):
+            values = {k: v for k, v in OmegaConf.to_container(OmegaConf.load(path)).items() if k != "defaults"}
+            assert set(values) <= set(defaults), f"{path.name}: keys outside {cls.__name__}"

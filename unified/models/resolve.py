@@ -51,10 +51,6 @@ def looks_local(path: str) -> bool:
     return text.startswith((".", "/", "~")) or Path(text).expanduser().exists() or text.rstrip("/").count("/") > 1
 
 
-def is_builtin(path: str | None) -> bool:
-    return not path or str(path) in BUILTIN_MODELS
-
-
 def resolve_model_path(path: str | None) -> str:
     """A local directory holding config, tokenizer and weights in Hugging Face format.
     None or "tiny": the embedded tiny model; "smollm2": SmolLM2-135M-Instruct (offline)."""

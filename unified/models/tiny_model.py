@@ -66,7 +66,8 @@ def default_model_dir() -> Path:
 
 
 def _training_text() -> list[str]:
-    data = Path(__file__).parent.parent / "data" / "MbppPlus.jsonl.gz"
+    from unified.pipeline.mbpp import BUNDLED as data
+
     rows = [json.loads(line) for line in gzip.open(data, "rt", encoding="utf-8")]
     return [row["prompt"] + "\n" + row["canonical_solution"] for row in rows]
 
@@ -102,10 +103,18 @@ def build_tiny_model(path: Path, pretrain_steps: int | None = None) -> Path:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(path.name + f".tmp{os.getpid()}")
-    save_random_qwen2(tmp, _build_tokenizer(), ARCH, SEED)
+    from transformers.utils import logging as hf_logging
+
     from unified.models.tiny_pretrain import STEPS, pretrain
 
-    pretrain(tmp, SEED, STEPS if pretrain_steps is None else pretrain_steps)
+    bars = hf_logging.is_progress_bar_enabled()
+    hf_logging.disable_progress_bar()  # a first use builds it: no save/load bars on the console
+    try:
+        save_random_qwen2(tmp, _build_tokenizer(), ARCH, SEED)
+        pretrain(tmp, SEED, STEPS if pretrain_steps is None else pretrain_steps)
+    finally:
+        if bars:
+            hf_logging.enable_progress_bar()
     try:
         os.rename(tmp, path)
     except OSError:  # another process built it first: keep theirs
