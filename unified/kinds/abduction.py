@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Sequence
 
-from unified.kinds.base import ANSWER_RULE, BuildOptions, all_same, call_text, cases_passed, code_block, values_equal
+from unified.kinds.base import ANSWER_RULE, BuildOptions, all_same, call_text, cases_passed, code_block, new_task, values_equal
 from unified.sandbox.exec_types import ExecCall
 from unified.pipeline.extract import call_args
 from unified.pipeline.values import to_literal
@@ -29,18 +29,7 @@ def build(
     problem: Problem, program: Program, triples: Sequence[IOTriple], opts: BuildOptions
 ) -> tuple[list[Task], list[Rejection]]:
     tasks = [
-        Task(
-            task_id=f"{program.program_id}:{NAME}:{i}",
-            kind=NAME,
-            problem_id=problem.task_id,
-            program_id=program.program_id,
-            prompt=prompt(program, t.output),
-            gold=f"<answer>{call_text(program.entry_point, t.args)}</answer>",
-            entry_point=program.entry_point,
-            program=program.code,
-            cases=(TestCase(t.args, t.output),),
-            atol=problem.atol,
-        )
+        new_task(NAME, i, problem, program, prompt(program, t.output), f"<answer>{call_text(program.entry_point, t.args)}</answer>", [TestCase(t.args, t.output)])
         for i, t in enumerate(triples)
     ]
     return tasks, []

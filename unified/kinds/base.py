@@ -15,7 +15,7 @@ from typing import Protocol, Sequence
 
 from unified.sandbox.exec_types import ExecCall, ExecResult
 from unified.pipeline.values import to_literal, values_equal
-from unified.types import IOTriple, Problem, Program, Rejection, Task
+from unified.types import IOTriple, Problem, Program, Rejection, Task, TestCase
 
 ANSWER_RULE = "Put your final answer inside <answer></answer> and write nothing after it."
 
@@ -57,6 +57,16 @@ class TaskKind(Protocol):
 
 
 # ---------------------------------------------------------------- helpers kinds share
+
+
+def new_task(kind: str, index: int, problem: Problem, program: Program, prompt: str, gold: str,
+             cases: Sequence[TestCase], shown: Sequence[TestCase] = ()) -> Task:  # fmt: skip
+    """A task of `kind` on `program`: ids are "<program_id>:<kind>:<index>", unique in a round."""
+    return Task(
+        task_id=f"{program.program_id}:{kind}:{index}", kind=kind, problem_id=problem.task_id,
+        program_id=program.program_id, prompt=prompt, gold=gold, entry_point=program.entry_point,
+        program=program.code, cases=tuple(cases), shown=tuple(shown), atol=problem.atol,
+    )  # fmt: skip
 
 
 def call_text(entry_point: str, args: tuple) -> str:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Sequence
 
-from unified.kinds.base import ANSWER_RULE, BuildOptions, call_text, code_block, values_equal
+from unified.kinds.base import ANSWER_RULE, BuildOptions, call_text, code_block, new_task, values_equal
 from unified.pipeline.extract import read_literal
 from unified.pipeline.values import to_literal
 from unified.types import IOTriple, Problem, Program, Rejection, Task, TestCase
@@ -26,18 +26,7 @@ def build(
     problem: Problem, program: Program, triples: Sequence[IOTriple], opts: BuildOptions
 ) -> tuple[list[Task], list[Rejection]]:
     tasks = [
-        Task(
-            task_id=f"{program.program_id}:{NAME}:{i}",
-            kind=NAME,
-            problem_id=problem.task_id,
-            program_id=program.program_id,
-            prompt=prompt(program, t.args),
-            gold=f"<answer>{to_literal(t.output)}</answer>",
-            entry_point=program.entry_point,
-            program=program.code,
-            cases=(TestCase(t.args, t.output),),
-            atol=problem.atol,
-        )
+        new_task(NAME, i, problem, program, prompt(program, t.args), f"<answer>{to_literal(t.output)}</answer>", [TestCase(t.args, t.output)])
         for i, t in enumerate(triples)
     ]
     return tasks, []

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Sequence
 
-from unified.kinds.base import ANSWER_RULE, BuildOptions, all_same, call_text, cases_passed, code_block
+from unified.kinds.base import ANSWER_RULE, BuildOptions, all_same, call_text, cases_passed, code_block, new_task
 from unified.sandbox.exec_types import ExecCall
 from unified.pipeline.extract import code_key, extract_program
 from unified.pipeline.values import to_literal
@@ -38,19 +38,8 @@ def build(
         return [], [Rejection("task", "too_few_pairs", problem.task_id, task_id, NAME, f"{len(ordered)} pairs")]
     shown = max(1, min(opts.shown_pairs, len(ordered) - 1))
     cases = [TestCase(t.args, t.output) for t in ordered]
-    task = Task(
-        task_id=task_id,
-        kind=NAME,
-        problem_id=problem.task_id,
-        program_id=program.program_id,
-        prompt=prompt(problem, cases[:shown]),
-        gold=f"<answer>\n{code_block(program.code)}\n</answer>",
-        entry_point=program.entry_point,
-        program=program.code,
-        cases=tuple(cases[shown:]),
-        shown=tuple(cases[:shown]),
-        atol=problem.atol,
-    )
+    gold = f"<answer>\n{code_block(program.code)}\n</answer>"
+    task = new_task(NAME, 0, problem, program, prompt(problem, cases[:shown]), gold, cases[shown:], shown=cases[:shown])
     return [task], []
 
 
