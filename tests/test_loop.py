@@ -43,6 +43,7 @@ def test_run_leaves_logs_parquet_tensorboard_and_a_final_checkpoint(two_rounds):
     assert [s["task_id"] for s in samples] == ["Mbpp/2", "Mbpp/3"] and all("solution" in s for s in samples)
     assert 0.0 <= json.loads((out / "eval" / "eval_results.json").read_text())["pass@1"] <= 1.0
     assert "final pass@1" in proc.stdout
+    assert "Loading safetensors checkpoint shards" not in proc.stdout + proc.stderr  # no weight-loading bars
 
 
 def test_engine_is_created_once_and_weights_are_pushed(two_rounds):

