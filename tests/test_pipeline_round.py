@@ -202,7 +202,7 @@ def test_pipeline_config_is_the_schema_and_the_file_holds_deltas():
     resolved, defaults = pipeline("model=tiny"), PipelineConfig()
     differing = {f.name for f in fields(PipelineConfig) if getattr(resolved, f.name) != getattr(defaults, f.name)}
     assert differing == {"seed_programs", "program_max_tokens", "input_max_tokens"}
-    assert resolved.seed_programs == "canonical"  # auto + the embedded tiny model
+    assert resolved.seed_programs == "canonical"  # the default for the embedded tiny model
     assert pipeline("model=hf").seed_programs == "none"
     with pytest.raises(UserError, match="unknown config key 'pipeline.num_program'"):
         compose_config(["pipeline.num_program=3"], check=False)

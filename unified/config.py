@@ -118,16 +118,13 @@ def _positive_int(cfg: DictConfig, key: str, flag: str, allow_zero: bool = False
 
 def typed(cfg: DictConfig, group: str):
     """The group as the frozen dataclass its stage runs with (unified/schema.py), its
-    `__post_init__` checks run; a mistake is one UserError line. `pipeline.seed_programs:
-    auto` is decided here: canonical for the embedded tiny model (it writes noise), else none."""
+    `__post_init__` checks run; a mistake is one UserError line."""
     from omegaconf.errors import OmegaConfBaseException
 
     node = cfg[group]
     extra = sorted(set(node) - {f.name for f in dataclasses.fields(OmegaConf.get_type(node))})
     if extra:  # added with `+`: no code would read it
         raise UserError(_unknown_key(f"{group}.{extra[0]}", []))
-    if group == "pipeline" and node.seed_programs == "auto":
-        node = OmegaConf.merge(node, {"seed_programs": "none" if cfg.model.path else "canonical"})
     try:
         return OmegaConf.to_object(node)
     except (ValueError, TypeError, OmegaConfBaseException) as exc:

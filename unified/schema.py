@@ -174,8 +174,16 @@ def schema_node() -> DictConfig:
     return node
 
 
+def seed_programs_for(model_path: str | None) -> str:
+    """`pipeline.seed_programs`' default (the `${seed_programs_for:...}` resolver): the
+    embedded tiny model writes noise, so its tasks also come from the canonical solutions."""
+    return "canonical" if model_path in (None, "", "tiny") else "none"
+
+
 def register() -> None:
-    """Store the schema as `schema` (the first entry of configs/train.yaml's defaults)."""
+    """Store the schema as `schema` (the first entry of configs/train.yaml's defaults) and
+    the resolvers the YAML files use."""
     from hydra.core.config_store import ConfigStore
 
     ConfigStore.instance().store(name="schema", node=schema_node())
+    OmegaConf.register_new_resolver("seed_programs_for", seed_programs_for, replace=True)

@@ -129,14 +129,15 @@ def build_components(cfg: DictConfig, inputs: Inputs) -> Components:
                                           adapter_dir=inputs.adapter_dir)  # fmt: skip
     except ValueError as exc:  # e.g. a checkpoint's adapter that does not match the tuning config
         raise UserError(str(exc)) from None
-    engine = resident_engine(cfg, model_path, info.rank)
+    rollout = typed(cfg, "rollout")
+    engine = resident_engine(rollout, model_path, cfg.model.dtype, cfg.seed + info.rank)
     algorithm = typed(cfg, "algorithm")
     aggregator = build_aggregator(algorithm, policy, snapshot_dir=out_dir / "snapshots")
     ledger = ComputeLedger()
     start, history = _restore(resume, aggregator, engine, ledger, info.rank) if resume is not None else (1, [])
     return Components(
         cfg, info, problems, all_ids, tokenizer, policy, engine, executor, aggregator, algorithm,
-        typed(cfg, "rollout"), inputs.pipeline, out_dir, start, resume, ledger, history,
+        rollout, inputs.pipeline, out_dir, start, resume, ledger, history,
     )  # fmt: skip
 
 
@@ -159,11 +160,11 @@ def _restore(resume: Path, aggregator, engine, ledger, rank: int) -> tuple[int, 
     return start, history
 
 
-def resident_engine(cfg: DictConfig, model_path: str, rank: int):
+def resident_engine(rollout, model_path: str, dtype: str, seed: int):
     """The process's one engine, built once and warmed up."""
     from unified.trainer.engine import build_engine_from_config
 
-    engine = build_engine_from_config(typed(cfg, "rollout"), model_path, dtype=cfg.model.dtype, seed=cfg.seed + rank)
+    engine = build_engine_from_config(rollout, model_path, dtype=dtype, seed=seed)
     warm_up(engine)
     return engine
 
