@@ -3,7 +3,9 @@ text, a list of {"role", "content"} messages through the tokenizer's chat templa
 completion with its token ids, the behaviour log-prob of each sampled token (of the
 *processed* distribution, i.e. after temperature/top-p, the one the tokens were drawn
 from) and the weight version that produced it; generation errors retried with
-exponential back-off; a push that fails reported, never raised.
+exponential back-off; a push that fails reported, never raised; `sleep()` / `wake_up()`
+around the policy's update (vLLM's sleep mode on CUDA, a no-op elsewhere; asleep, the
+engine refuses to generate or take a push).
 
 A backend is one module with a subclass (`engine_hf`, `engine_vllm`) plus one line in
 `engine.ENGINES`; it imports this module, never `engine`.
@@ -59,7 +61,7 @@ class Engine:
         # seconds of the last push's phases (backend-defined keys, e.g. gather, validate,
         # reload, tied_heads, prefix_cache) plus "total"; benches read it
         self.last_push_phases: dict[str, float] = {}
-
+        self.asleep = False  # between sleep() and wake_up(): generate and push are refused
 
     # ---------------------------------------------------------------- generation
     def encode(self, prompt: Prompt) -> list[int]:
@@ -75,6 +77,8 @@ class Engine:
         `finish_reason="error"` completions instead of failing the whole batch."""
         if not self.healthy:
             raise RuntimeError("engine weights are invalid after a failed push; push again first")
+        if self.asleep:
+            raise RuntimeError("the engine is asleep (sleep mode): wake_up() before generating")
         ids = [self.encode(p) for p in prompts]
         fits = [i for i, p in enumerate(ids) if len(p) < self.max_model_len]
         seeds = [None if sampling.seed is None else sampling.seed + i for i in fits]
@@ -136,6 +140,8 @@ class Engine:
         self.last_push_phases = {}
         self._partial = partial
         try:
+            if self.asleep:
+                raise WeightsRejected("the engine is asleep (sleep mode): wake_up() before a push")
             if partial and not self.accepts_partial:
                 raise WeightsRejected("a partial push needs the engine to serve a complete push first")
             self._load(it)
@@ -185,6 +191,33 @@ class Engine:
         if missing:
             raise WeightsRejected(f"push is missing {len(missing)} parameters, e.g. {missing[:3]}")
         return staged
+
+    # ---------------------------------------------------------------- sleep mode
+    @property
+    def frees_memory_asleep(self) -> bool:
+        """Whether `sleep()` gives memory back (vLLM on CUDA built with sleep mode); elsewhere
+        sleeping only marks the engine as not to be used."""
+        return False
+
+    def sleep(self) -> None:
+        """Give the GPU to the policy's update: vLLM's sleep mode level 1 (weights offloaded
+        to CPU memory, KV cache dropped) where the backend has it, a no-op for the others.
+        Until `wake_up()`, generate raises and a push is rejected. Idempotent."""
+        if not self.asleep:
+            self._sleep()
+            self.asleep = True
+
+    def wake_up(self) -> None:
+        """Back from `sleep()`: the same weights as before it, an empty KV cache. Idempotent."""
+        if self.asleep:
+            self._wake_up()
+            self.asleep = False
+
+    def _sleep(self) -> None:
+        """Backend part of `sleep()`; nothing to free by default (hf, vllm_cpu)."""
+
+    def _wake_up(self) -> None:
+        """Backend part of `wake_up()`."""
 
     def close(self) -> None:
         """Release the engine. For vLLM this also destroys the default process group."""

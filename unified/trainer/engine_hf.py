@@ -6,6 +6,10 @@ distribution the tokens were drawn from, like vLLM's `processed_logprobs`. A pus
 into the engine's own copy of the model; it is checked in full (names, shapes, finite
 values) before anything is copied, so a bad push leaves the old weights in place.
 
+`sleep()` / `wake_up()` free nothing here (no sleep mode in transformers): they only mark
+the engine as not to be used, so the orchestration (unified/run/colocate.py) runs and is
+checked the same way as with vLLM on CUDA.
+
 Departure from vLLM: one batch shares one RNG stream, so with `seed` set the whole call
 is seeded with the first prompt's seed (reproducible per call, not per prompt); without
 a seed it draws from the global torch RNG (`seed` of `build_engine` is not used here).

