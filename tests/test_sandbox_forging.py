@@ -1,5 +1,5 @@
 """Hostile programs against what the sandbox returns: forged replies cannot pass hidden
-tests, enormous or malformed replies become "crashed", the project, its data, the home
+tests, enormous or malformed replies become "crashed" or "bad_reply", the project, its data, the home
 folder, host sockets and earlier calls' programs are out of reach; and the verdict itself,
 EvalPlus's comparison rules applied in the parent."""
 
@@ -62,15 +62,16 @@ def test_forged_replies_cannot_pass_hidden_tests(bare):
     assert_alive(bare)
 
 
-def test_enormous_or_malformed_replies_become_crashed(bare):
+def test_enormous_or_malformed_replies_become_crashed_or_bad_replies(bare):
     from unified.sandbox.executor import ExecResult
     from unified.sandbox.reply import parse_reply
 
     head = b"0 0.001 0.001 -\n"
-    for message in [b"ok 20000 0 0\n" + b"1" * 20000, b"ok 3 0 0\n(((", b"ok 9 0 0\n" + b"\xff" * 9,
-                    b"ok 99999999999 0 0\nx", b"ok -1 0 0\n", b"weird 0 0 0\n", b"ok 0 0\n", b"", b"[" * 100000]:  # fmt: skip
-        assert parse_reply(head + message, 4096, ExecResult).status == "crashed", message[:30]
+    for message in [b"ok 99999999999 0 0\nx", b"ok -1 0 0\n", b"weird 0 0 0\n", b"ok 0 0\n", b"", b"[" * 100000]:
+        assert parse_reply(head + message, 4096, ExecResult).status == "crashed", message[:30]  # no message
     assert parse_reply(b"\x00garbage", 4096, ExecResult).status == "crashed"
+    for message in [b"ok 20000 0 0\n" + b"1" * 20000, b"ok 3 0 0\n(((", b"ok 9 0 0\n" + b"\xff" * 9]:
+        assert parse_reply(head + message, 4096, ExecResult).status == "bad_reply", message[:30]  # no value
     code = (
         "import os\n"
         "def f():\n"
@@ -82,7 +83,7 @@ def test_enormous_or_malformed_replies_become_crashed(bare):
         "    os._exit(0)\n"
     )
     r = bare.run(code, "f")
-    assert r.status == "crashed" and r.value is None
+    assert r.status == "bad_reply" and r.value is None, r
     assert_alive(bare)
 
 

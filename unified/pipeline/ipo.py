@@ -26,6 +26,7 @@ from unified.types import IOTriple, Problem, Program, Rejection
 
 STATUS_REASON = {
     "error": "runtime_error", "timeout": "timeout", "memory": "memory", "banned": "banned", "crashed": "crashed",
+    "bad_reply": "crashed",  # a reply the parent refused to read (sandbox.reply): no output either
 }
 
 

@@ -17,7 +17,7 @@ from typing import Sequence
 from unified.sandbox.executor import ExecCall
 from unified.pipeline.extract import code_key, extract_program, import_lines
 from unified.pipeline.generation import Generator, SamplingConfig, user_message
-from unified.pipeline.values import LiteralError, to_literal, values_equal
+from unified.pipeline.values import display_text, values_equal
 from unified.types import Problem, Program, Rejection
 
 MAX_EXAMPLES_SHOWN = 3
@@ -29,11 +29,9 @@ def _is_code_prompt(problem: Problem) -> bool:
 
 
 def display(value) -> str:
-    """Literal text for prompts; repr for the odd benchmark value with no literal form."""
-    try:
-        return to_literal(value)
-    except LiteralError:
-        return repr(value)
+    """Literal text for prompts and logs; an abbreviated repr for a value with no literal
+    form or a very large one. Bounded (`values.MAX_SHOWN` characters); never raises."""
+    return display_text(value)
 
 
 def example_lines(problem: Problem, limit: int = MAX_EXAMPLES_SHOWN) -> list[str]:

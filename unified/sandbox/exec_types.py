@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass
 
-STATUSES = ("ok", "error", "timeout", "memory", "banned", "crashed")
+STATUSES = ("ok", "error", "timeout", "memory", "banned", "crashed", "bad_reply")
 
 
 @dataclass(frozen=True)

@@ -12,6 +12,7 @@ import math
 MAX_DEPTH = 100
 MAX_CHARS = 1_000_000
 _INT_DIGITS = 4300  # CPython's default int<->str limit; bigger ints are refused, not rendered
+INT_BITS = 14_276  # ~ _INT_DIGITS decimal digits: the largest int written here, and read back by `values`
 
 
 class LiteralError(ValueError):
@@ -49,7 +50,7 @@ def _scalar_text(v: object, budget: list[int]) -> str:
         return repr(v)
     if isinstance(v, int):
         # Check the size before repr: rendering a huge int is quadratic.
-        if int.bit_length(v) > _INT_DIGITS * 3.32:
+        if int.bit_length(v) > INT_BITS:
             raise LiteralError(f"int too large to render (more than {_INT_DIGITS} digits)")
         return int.__repr__(int(v))
     if isinstance(v, float):
@@ -74,6 +75,7 @@ def _emit_sequence(v: tuple | list, out: list[str], budget: list[int], depth: in
             _spend(budget, 2)
         _emit(item, out, budget, depth + 1)
     if isinstance(v, tuple) and len(v) == 1:
+        _spend(budget, 1)  # every character is paid for: the text is never longer than max_chars
         out.append(",")
     out.append(closing)
 
