@@ -6,7 +6,7 @@ PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 PYTEST_ARGS ?=
 
-.PHONY: install demo test bench lock clean
+.PHONY: install demo test bench gpu-check lock clean
 
 install: $(STAMP)
 
@@ -33,6 +33,15 @@ bench: install
 	$(PY) bench/push_time.py
 	$(PY) bench/train_throughput.py
 	$(PY) bench/scaling.py
+
+# A GPU machine: the `gpu` tests and a timing table -> logs/bench/gpu_check.json (docs/gpu.md).
+# No install step (a bare GPU machine has torch and carried wheels, not this venv): the venv's
+# python where there is one, else python3. Without CUDA: one line, exit 0; missing packages:
+# one line naming them, exit 2; a failed gpu test or timing: exit 1.
+GPU_PY := $(if $(wildcard $(PY)),$(PY),$(PYTHON))
+GPU_CHECK_ARGS ?=
+gpu-check:
+	@$(GPU_PY) bench/gpu_check.py $(GPU_CHECK_ARGS)
 
 # Re-pin after changing dependencies (run inside a working .venv).
 lock:
