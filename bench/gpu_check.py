@@ -33,6 +33,7 @@ import importlib.util
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 import time
@@ -79,14 +80,20 @@ def _missing() -> list[str]:
     return missing
 
 
-def _install_wheels(wheels: Path) -> None:
-    """The carried wheels (antlr4's is an sdist: pure Python, built here without network)."""
+def _install_wheels(wheels: Path) -> str:
+    """The carried wheels (antlr4's is an sdist: pure Python, built here without network)
+    into logs/bench/site; -> "" or what went wrong, in one line."""
     site = OUT / "site"
     files = sorted(str(p) for p in wheels.iterdir() if p.suffix in (".whl", ".gz"))
     cmd = [sys.executable, "-m", "pip", "install", "-q", "--no-index", "--no-deps", "--no-build-isolation",
            "--no-compile", "--upgrade", "--target", str(site), *files]  # fmt: skip
-    subprocess.run(cmd, check=True, capture_output=True, text=True)
+    proc = subprocess.run(cmd, capture_output=True, text=True)
+    if proc.returncode != 0:
+        return f"pip could not install the wheels in {wheels} ({(proc.stderr.strip().splitlines() or ['?'])[-1]})"
+    for stray in ("tests", "scripts"):  # verl's wheel ships top-level folders by these names
+        shutil.rmtree(site / stray, ignore_errors=True)
     _on_path(site)
+    return ""
 
 
 def _on_path(folder: Path) -> None:
@@ -101,9 +108,8 @@ def prepare(wheels: Path | None) -> list[str]:
     _on_path(REPO)
     if importlib.util.find_spec("ray") is None:
         _on_path(SHIMS)
-    if _missing() and wheels is not None and wheels.is_dir():
-        _install_wheels(wheels)
-    return _missing()
+    failed = _install_wheels(wheels) if _missing() and wheels is not None and wheels.is_dir() else ""
+    return _missing() + ([failed] if failed else [])
 
 
 def run_gpu_tests(log: Path) -> dict:
