@@ -5,9 +5,11 @@ processes hits both alike; each figure is the median over the repetitions.
 
 The naive baseline runs its calls one after another, as a plain loop would; the pool
 uses its default size (ExecutorConfig().workers) and every call is still a fresh process,
-forked from a clean zygote, with the full isolation (runtime-only root, namespaces, uid
-drop, rlimits). `cpu_ms_per_call` is the CPU the calls' processes used (the part of the
-cost that does not depend on how busy the machine is).
+forked from a clean zygote, with the full isolation (runtime-only root, namespaces, a PID
+namespace and a fresh /tmp per call, uid drop, seccomp, rlimits, the worker's cgroup:
+`isolation` and `limits` in the JSON say which were on). `cpu_ms_per_call` is the CPU the
+calls' processes used (the part of the cost that does not depend on how busy the machine
+is; with cgroups, of the call's whole tree from its fork on).
 
     python bench/executor_throughput.py [--reps 5] [--calls 400] [--naive-calls 40]
 
@@ -68,7 +70,7 @@ def main() -> None:
             pooled.append(pooled_rate(ex, args.calls, cpu))
             naive.append(naive_rate(args.naive_calls))
             print(f"rep {rep + 1}/{args.reps}: pooled {pooled[-1]:7.1f}/s   naive {naive[-1]:6.1f}/s", flush=True)
-        isolation = ex.isolation
+        isolation, limits = ex.isolation, ex.limits
 
     result = {
         "pooled_per_s": round(statistics.median(pooled), 1),
@@ -83,6 +85,7 @@ def main() -> None:
         "load_avg_1m": os.getloadavg()[0],
         "python": platform.python_version(),
         "isolation": isolation,
+        "limits": limits,
     }
     OUT.parent.mkdir(parents=True, exist_ok=True)
     OUT.write_text(json.dumps(result, indent=2) + "\n")

@@ -10,7 +10,9 @@ exists; `run_call` then:
    from the request pipe, and writes b"S" to the result pipe (the call starts);
 2. shuts itself in: descriptors (the request pipe among them), rlimits (CPU time,
    address space, processes, files), working directory, user id (the guards were armed
-   in the zygote, `prepare`);
+   and the seccomp filter loaded in the zygote: `prepare`, `sandbox.world`). It is PID 1
+   of a PID namespace of its own (`sandbox.world`), so it stays in the zygote's session;
+   without one it starts a session of its own, the fallback kill path's process group;
 3. runs the program as module `__sandbox__` (`execute`), calls the entry point, and
    writes ONE message with the return value as literal text to the result pipe,
    then `_exit`s. The worker and the parent treat every byte of it as hostile.
@@ -72,7 +74,7 @@ def run_call(req_fd, result_fd, devnull_fd, tmpdir, uid, limits, module, capture
         del request
         if capture.parts:  # only the zygote can have written there (say, a warning): not this call's output
             capture.__init__(limits["max_output_bytes"])
-        _shut_in(req_fd, result_fd, devnull_fd, tmpdir, uid, limits["rlimits"], limits["call_nice"], os_)
+        _shut_in(req_fd, result_fd, devnull_fd, tmpdir, uid, limits, os_)
         outcome = execute(code, entry, args, module, limits, guards, literal)
     except BaseException as e:  # noqa: BLE001 - e.g. a failing rlimit or uid change
         outcome = _failure(e, guards)
@@ -148,20 +150,24 @@ def _read_exact(fd, n, os_):
     return data
 
 
-def _shut_in(req_fd, result_fd, devnull_fd, tmpdir, uid, rlimits, nice, os_) -> None:
-    os_.setsid()  # own session and process group (the fallback kill path uses it)
+def _shut_in(req_fd, result_fd, devnull_fd, tmpdir, uid, limits, os_) -> None:
+    if not limits["own_pidns"]:  # own session and process group: the fallback kill path uses it
+        try:
+            os_.setsid()
+        except OSError:  # the seccomp filter denies it where a PID namespace per call was expected
+            pass
     for fd in (0, 1, 2):
         os_.dup2(devnull_fd, fd)
     os_.closerange(3, result_fd)
     os_.closerange(result_fd + 1, 1 << 20)
-    for which, (soft, hard) in rlimits:
+    for which, (soft, hard) in limits["rlimits"]:
         try:
             _setrlimit(which, (soft, hard))
         except (ValueError, OSError):  # without root a hard limit cannot be raised
             _setrlimit(which, (min(soft, resource.getrlimit(which)[1]),) * 2)
     os_.chdir(tmpdir)
-    if os_.getpriority(os_.PRIO_PROCESS, 0) != nice:  # back from the zygote's boost
-        os_.setpriority(os_.PRIO_PROCESS, 0, nice)
+    if os_.getpriority(os_.PRIO_PROCESS, 0) != limits["call_nice"]:  # back from the zygote's boost
+        os_.setpriority(os_.PRIO_PROCESS, 0, limits["call_nice"])
     if uid >= 0:  # root: become a user of our own, without capabilities
         os_.setgroups([])
         os_.setresgid(uid, uid, uid)

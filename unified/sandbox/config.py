@@ -13,12 +13,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
 
+from unified.sandbox import seccomp_filter
 from unified.sandbox.precheck import USER_FILE, worker_stubs
 from unified.sandbox.rules import BANNED_CALLS, BANNED_MODULES, SandboxRules
 
 # The worker's code, sent compiled in its first frame (sandbox.jail.BOOT runs "worker").
 _HARNESS = {"worker": "worker.py", "child": "child.py", "guards": "guards.py",
-            "literal": "literal.py"}  # fmt: skip
+            "literal": "literal.py", "world": "world.py", "meter": "meter.py"}  # fmt: skip
+MAX_PROCESSES = 64  # per call: RLIMIT_NPROC (per uid: the worker's alone) and the cgroup's pids.max
 # Trusted calls each worker runs in-process before its first fork (sandbox.child.rehearse):
 # an int, and a container of every literal kind with printed output.
 _REHEARSAL = ("def f(x):\n    return x + 1\n\n"
@@ -57,7 +59,7 @@ class ExecutorConfig:
         policy = SandboxRules.from_lists(self.banned_modules, self.banned_calls)
         limits = {"timeout_s": self.timeout_s, "cpu_rlimit": max(1, math.ceil(self.cpu_s)), "wall_s": self.wall_s,
                   "memory_mb": self.memory_mb, "max_output_bytes": self.max_output_bytes, "max_file_mb": 32,
-                  "max_open_files": 256, "max_processes": 64, "banned_modules": self.banned_modules,
+                  "max_open_files": 256, "max_processes": MAX_PROCESSES, "banned_modules": self.banned_modules,
                   "block_gc": "gc" in self.banned_modules}  # fmt: skip
         stubs, direct = worker_stubs(policy)
         code = compile(_REHEARSAL, USER_FILE, "exec", dont_inherit=True)
@@ -67,4 +69,4 @@ class ExecutorConfig:
                    for name, file in _HARNESS.items()}  # fmt: skip
         return marshal.dumps({"limits": limits, "banned_modules": self.banned_modules, "stubs": stubs,
                               "direct": direct, "open_write": policy.open_write, "rehearsal": rehearsal,
-                              **harness})  # fmt: skip
+                              "seccomp": seccomp_filter.bpf(deny_setsid=os.geteuid() == 0), **harness})  # fmt: skip

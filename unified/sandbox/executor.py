@@ -19,39 +19,41 @@ Layers, outermost first (details in each module's docstring):
   new root that holds only the Python runtime (read-only), four /dev nodes and a private
   size-limited /tmp: not the project, /root, the data files, /proc or any host socket;
 - each call is a FRESH child forked from a clean zygote that never held any call's data,
-  under an unprivileged uid without capabilities, with rlimits; everything it started is
-  killed when it ends (kill(-1) from PID 1 of the namespace), /tmp is emptied;
+  in a fresh world (`sandbox.world`): PID 1 of a PID namespace of its own (when it ends,
+  everything it started dies), a fresh tmpfs on /tmp, under an unprivileged uid without
+  capabilities, with rlimits, and the seccomp filter (`sandbox.seccomp_filter`: no
+  keyrings, SysV IPC, user namespaces, ptrace, bpf, ...);
+- limits per call for its whole process tree (`sandbox.cgroups`, `sandbox.meter`): each
+  worker's cgroup holds its zygote and its one running call: memory (memory_mb on top of
+  the zygote), processes, and CPU time of every process the call created, reaped or not;
 - Python guards in the child (`sandbox.guards`): the project (`unified`) and banned
   modules cannot be imported (an audit hook that no Python code can remove), stubs for
   banned functions, guarded open, captured and truncated stdout/stderr;
-- results: the child writes literal text, the parent reads it with `values.from_literal`
-  (no pickle, no eval) in `sandbox.reply`, where anything malformed becomes "crashed".
+- results: the child writes literal text, the parent reads it within fixed limits
+  (`sandbox.reply`, `sandbox.literal_read`: no pickle, no eval), compares it at bounded
+  cost (`sandbox.compare`) and shows it bounded (`sandbox.shown`).
 
 Statuses: ok | error (exception type + message) | timeout | memory (MemoryError under the
-address-space limit) | banned (static or run time) | crashed (killed by a signal, exited
-without a result, or wrote something unreadable).
+address-space limit, or an OOM kill in the call's cgroup) | banned (static or run time) |
+crashed (killed by a signal, or exited without a well-formed message) | bad_reply (a
+message whose value is not a literal within the reader's limits: too long, an int of
+more than INT_BITS bits, too deep, crowded hashes).
 
-Timeouts are decided by the CPU time a call used (`timeout_s`; RLIMIT_CPU stops it), not
-by the wall clock, so the same program gets the same status on an idle or a loaded
-machine. A wall-clock backstop (`wall_s`, default 10 x timeout_s + 1) only catches
-programs that sleep or block. `stats()` counts timeouts by kind ("cpu" / "wall").
+Timeouts are decided by the CPU time a call used (`timeout_s`; of its whole process tree
+where the cgroup counts it; RLIMIT_CPU and the cgroup's counter stop it), not by the wall
+clock, so the same program gets the same status on an idle or a loaded machine. A
+wall-clock backstop (`wall_s`, default 10 x timeout_s + 1) only catches programs that
+sleep or block. `stats()` counts timeouts by kind ("cpu" / "wall").
 
-Covered: hostile code cannot write outside its /tmp, read the project, the data files,
-the user's home or the parent's environment, reach host Unix sockets or the network,
-import the project's modules, find another call's code or results, signal or see
-processes outside its namespace, leave processes behind, exhaust the pool (fork bombs hit
-RLIMIT_NPROC), crash the parent with its reply, or change what is compared.
-Not covered: a call can still read the Python runtime it runs on; Python-level
-introspection (frames, closures) can reach the harness objects inside its own process,
-which can only change that call's own reply (see above); CPU/memory contention between
-concurrent calls (no cgroups); kernel exploits. Without root there are no namespaces and
-no new root: only the Python guards, rlimits and a process-group kill apply, the file
-system is visible as the user sees it, and setsid daemons can escape (see `isolation`).
+What is covered and what is not, per mechanism, and what a machine without root or
+writable cgroups loses: docs/sandbox.md (`isolation` and `limits` say what this pool got;
+anything missing is logged once at start).
 Benchmark: bench/executor_throughput.py. CLI: `sandbox.cli`.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import select
 import shutil
@@ -64,9 +66,12 @@ from collections import deque
 from collections.abc import Sequence
 from pathlib import Path
 
+from unified.sandbox.cgroups import CgroupPool, WorkerCgroup, set_limits
+from unified.sandbox.cgroups import remove as remove_cgroup
 from unified.sandbox.child import read_frame
-from unified.sandbox.config import ExecutorConfig
+from unified.sandbox.config import MAX_PROCESSES, ExecutorConfig
 from unified.sandbox.exec_types import STATUSES, ExecCall, ExecResult, Stats
+from unified.sandbox.notice import say_what_is_missing
 from unified.sandbox.precheck import Precheck
 from unified.sandbox.reply import parse_reply
 
@@ -90,12 +95,13 @@ def result_from_reply(reply, max_output_bytes: int = ExecutorConfig.max_output_b
 class _Worker:
     """The parent's handle on one worker process (see sandbox.jail, sandbox.worker)."""
 
-    def __init__(self, index: int, config: ExecutorConfig, init: bytes):
-        self.index = index
+    def __init__(self, index: int, config: ExecutorConfig, init: bytes, cgroup: WorkerCgroup | None = None):
+        self.index, self.config, self.cgroup = index, config, cgroup
         self.root = tempfile.mkdtemp(prefix="unified-sandbox-")
         os.chmod(self.root, 0o711)
+        spec = json.dumps(cgroup.spec() if cgroup else {})
         self.proc = subprocess.Popen(
-            [sys.executable, "-I", "-S", _JAIL, self.root, "32"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+            [sys.executable, "-I", "-S", _JAIL, self.root, "32", spec], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
             env=_WORKER_ENV, cwd="/", close_fds=True, start_new_session=True,  # no terminal SIGINT
         )  # fmt: skip
         self.fd_in, self.fd_out = self.proc.stdout.fileno(), self.proc.stdin.fileno()
@@ -112,6 +118,8 @@ class _Worker:
         uid = int(fields.pop("uid"))
         iso = {k: v == "1" for k, v in fields.items() if k != "pid"}
         self.info = {"ready": True, "isolation": iso | {"uid": uid if uid >= 0 else None}}
+        if iso.get("cgroup"):  # the zygote is in: its usage now is the base the call's memory_mb adds to
+            set_limits(self.cgroup, self.config.memory_mb, MAX_PROCESSES)
 
     def send(self, data: bytes) -> None:
         data = len(data).to_bytes(4, "big") + data
@@ -133,6 +141,7 @@ class _Worker:
             self.proc.kill()
             self.proc.wait()
         shutil.rmtree(self.root, ignore_errors=True)
+        remove_cgroup(self.cgroup)
 
 
 class Executor:
@@ -144,7 +153,8 @@ class Executor:
         self._init = config.worker_init()
         self._stats = Stats()
         self._lock = threading.Lock()
-        self._workers = [_Worker(i, config, self._init) for i in range(config.workers)]
+        self._cgroups = CgroupPool() if os.geteuid() == 0 else None
+        self._workers = [self._new_worker(i) for i in range(config.workers)]
         try:
             for w in self._workers:
                 w.wait_ready()
@@ -152,6 +162,18 @@ class Executor:
             self.close()
             raise
         self._closed = False
+        say_what_is_missing(self.isolation, self.limits)
+
+    @property
+    def limits(self) -> dict:
+        """Which per-call limits bind the call's whole process tree (cgroups): memory, pids, cpu."""
+        iso = self.isolation
+        return {"memory": bool(iso.get("cgroup")) and bool(self._cgroups and self._cgroups.enforced["memory"]),
+                "pids": bool(iso.get("cgroup")) and bool(self._cgroups and self._cgroups.enforced["pids"]),
+                "cpu": bool(iso.get("tree_cpu"))}  # fmt: skip
+
+    def _new_worker(self, index: int) -> _Worker:
+        return _Worker(index, self.config, self._init, self._cgroups.worker(index) if self._cgroups else None)
 
     @property
     def isolation(self) -> dict:
@@ -242,7 +264,7 @@ class Executor:
         self._stats.counts["worker_restarts"] += 1
         worker.proc.kill()
         worker.close(grace_s=1.0)
-        fresh = _Worker(worker.index, self.config, self._init)
+        fresh = self._new_worker(worker.index)
         fresh.wait_ready()
         self._workers[worker.index] = fresh
         return fresh
@@ -251,6 +273,8 @@ class Executor:
         self._closed = True
         for w in getattr(self, "_workers", []):
             w.close()
+        if getattr(self, "_cgroups", None) is not None:
+            self._cgroups.close()
 
     def __enter__(self) -> Executor:
         return self

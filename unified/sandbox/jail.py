@@ -1,15 +1,20 @@
 """Stage 1 of a sandbox worker: build the jail, then exec a clean interpreter inside it.
 
-The executor starts this file as `python -I -S sandbox_jail.py ROOT MAX_FILE_MB`. When
-root, it unshares network (no interfaces), IPC, UTS, mount and PID namespaces, forks
-(the child is PID 1 of the new PID namespace), builds a new root file system on a tmpfs
-at ROOT and pivots into it. The new root holds only:
+The executor starts this file as `python -I -S sandbox_jail.py ROOT MAX_FILE_MB [CGROUP]`.
+When root, it unshares network (no interfaces), IPC, UTS, mount and PID namespaces, forks
+(the child, the future zygote, is PID 1 of the new PID namespace), joins the worker's
+cgroup (CGROUP: JSON from `sandbox.cgroups`) and leaves the OOM killer's reach where it
+may (oom_score_adj -1000 needs CAP_SYS_RESOURCE; its calls start at 1000), opens the descriptors the zygote keeps
+(the cgroup's counters, its own oom_score_adj and PID namespace: `sandbox.meter`,
+`sandbox.world`), builds a new root file system on a tmpfs at ROOT and pivots into it.
+The new root holds only:
 
 - the Python runtime, read-only: `sys.base_prefix` (interpreter, libpython, standard
   library; its site-packages masked by an empty directory) and the shared-library
   directories (/lib, /lib64, /usr/lib, /usr/lib64);
 - /dev/null, /dev/zero, /dev/urandom, /dev/random;
-- /tmp: a size-limited tmpfs owned by the sandbox user, the only writable place.
+- /tmp: a size-limited tmpfs owned by the sandbox user, the only writable place (each
+  call gets a fresh tmpfs mounted over it: `sandbox.world`).
 
 Not the project, not /root, not the data files, not /proc, /etc, /run or /var, and so
 no host Unix socket (abstract ones belong to the network namespace). Then it sets
@@ -27,6 +32,7 @@ report (passed to the worker as `key=0/1` words) says what is missing.
 from __future__ import annotations
 
 import ctypes
+import json
 import os
 import platform
 import sys
@@ -102,13 +108,15 @@ def build_root(new_root: str, uid: int, max_file_mb: int) -> bool:
     return ok and _mount(None, "/", None, MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV, "size=1m,mode=0755")
 
 
-def isolate(root: str, uid: int, max_file_mb: int) -> tuple[dict, int]:
-    """Namespaces and the new root; forks once (the caller goes on as PID 1 of the new one).
-    Also returns an inheritable descriptor of /proc/self/statm, opened before the pivot
-    hides /proc: after the exec it reads the worker's own memory size."""
-    iso = {"root_user": os.geteuid() == 0, "netns": False, "mountns": False, "pidns": False, "pivot": False}
+def isolate(root: str, uid: int, max_file_mb: int, cgroup: dict) -> tuple[dict, int, dict]:
+    """Namespaces, the worker's cgroup and the new root; forks once (the caller goes on as
+    PID 1 of the new namespace). Also returns an inheritable descriptor of /proc/self/statm,
+    opened before the pivot hides /proc: after the exec it reads the worker's own memory
+    size; and the descriptors the zygote keeps (see module doc)."""
+    iso = {"root_user": os.geteuid() == 0, "netns": False, "mountns": False, "pidns": False, "pivot": False,
+           "cgroup": False}  # fmt: skip
     if not iso["root_user"]:
-        return iso, _statm()
+        return iso, _statm(), {}
     iso["netns"] = _libc.unshare(CLONE_NEWNET) == 0
     _libc.unshare(CLONE_NEWIPC | CLONE_NEWUTS)  # SysV IPC and hostname: nice to have
     iso["mountns"] = _libc.unshare(CLONE_NEWNS) == 0 and _mount(None, "/", None, MS_REC | MS_PRIVATE)
@@ -119,10 +127,46 @@ def isolate(root: str, uid: int, max_file_mb: int) -> tuple[dict, int]:
             _, status = os.waitpid(pid, 0)
             os._exit(os.waitstatus_to_exitcode(status) & 0xFF)
         _libc.prctl(PR_SET_PDEATHSIG, 9, 0, 0, 0)  # the handle killed -> PID 1 dies -> the namespace dies
+    iso["cgroup"] = _join(cgroup)
+    fds = _keep(cgroup if iso["cgroup"] else {}, iso["pidns"])
     statm = _statm()
     if iso["mountns"]:
         iso["pivot"] = build_root(root, uid, max_file_mb)
-    return iso, statm
+    return iso, statm, fds
+
+
+def _join(cgroup: dict) -> bool:
+    """Move this process into the worker's cgroup (every hierarchy); its calls inherit it by
+    fork. Out of the OOM killer's reach where allowed (CAP_SYS_RESOURCE): in any case its
+    calls start as the killer's first choice (oom_score_adj 1000, `sandbox.world`)."""
+    try:
+        with open("/proc/self/oom_score_adj", "w") as fh:
+            fh.write("-1000")
+    except OSError:
+        pass
+    try:
+        for path in cgroup.get("procs", ()):
+            with open(path, "w") as fh:
+                fh.write("0")
+    except OSError:
+        return False
+    return bool(cgroup.get("procs"))
+
+
+def _keep(cgroup: dict, pidns: bool) -> dict:
+    """Inheritable descriptors for the zygote: name -> fd (see module doc)."""
+    paths = {name: (cgroup[name], os.O_RDONLY) for name in ("cpu", "oom") if name in cgroup}
+    paths["oom_adj"] = ("/proc/self/oom_score_adj", os.O_RDWR)
+    if pidns:
+        paths["pidns"] = ("/proc/self/ns/pid", os.O_RDONLY)
+    fds = {}
+    for name, (path, flags) in paths.items():
+        try:
+            fds[name] = os.open(path, flags)
+        except OSError:
+            continue
+        os.set_inheritable(fds[name], True)
+    return fds
 
 
 def _statm() -> int:
@@ -133,13 +177,15 @@ def _statm() -> int:
 
 def main() -> None:
     root, max_file_mb = sys.argv[1], int(sys.argv[2])
+    cgroup = json.loads(sys.argv[3]) if len(sys.argv) > 3 else {}
     uid = SANDBOX_UID_BASE + os.getpid()
-    iso, statm = isolate(root, uid, max_file_mb)
+    iso, statm, fds = isolate(root, uid, max_file_mb, cgroup)
     iso["no_new_privs"] = _libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) == 0
     tmp = "/tmp" if iso["pivot"] else root
     report = " ".join(f"{k}={int(v)}" for k, v in iso.items())
+    kept = " ".join([f"{k}={v}" for k, v in fds.items()] + [f"cpu_format={cgroup.get('cpu_format', '-')}"])
     python = sys._base_executable  # the real interpreter, inside base_prefix (visible after the pivot)
-    os.execv(python, [python, "-I", "-S", "-c", BOOT, report, str(uid if iso["root_user"] else -1), tmp, str(statm)])
+    os.execv(python, [python, "-I", "-S", "-c", BOOT, report, str(uid if iso["root_user"] else -1), tmp, str(statm), kept])
 
 
 if __name__ == "__main__":

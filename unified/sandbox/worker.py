@@ -1,28 +1,34 @@
 """A sandbox worker: a clean, pre-imported zygote that forks one fresh child per call.
 
 `sandbox.jail` builds the jail and execs `python -I -S -c <sandbox.jail.BOOT> <isolation>
-<uid> <tmp> <statm fd>`: no site-packages, no project directory on sys.path or on disk,
-no file of the project read here. BOOT reads the executor's first frame, `INIT` (the
-settings, and this module, `sandbox.child`, `sandbox.guards` and `literal` as code objects
-the executor compiled), and runs this code. The worker executes the other three into
+<uid> <tmp> <statm fd> <kept fds>`: no site-packages, no project directory on sys.path or
+on disk, no file of the project read here. BOOT reads the executor's first frame, `INIT`
+(the settings, and this module, `sandbox.child`, `sandbox.guards`, `sandbox.world`,
+`sandbox.meter` and `literal` as code objects the executor compiled), and runs this code. The worker executes the other three into
 private namespaces (not modules), pre-imports a few light standard modules, installs the
 guards on itself, rehearses the call path with the parent's trusted calls and prepares
 what each call starts from (the program's empty module, its output capture, the armed
 guards: `sandbox.child`), freezes its heap (gc.freeze) and answers "ready". From then on
 its stdout and stderr are the capture. Then, for ever:
 
-1. fork the next child BEFORE any request exists; the child reads the request itself
-   (`sandbox.child.run_call`), so this process never holds any call's code, arguments
-   or output: a call cannot find another call's data in its image;
+1. make the next call's world (`sandbox.world`: its own PID namespace and a fresh tmpfs
+   on /tmp) and fork the next child BEFORE any request exists; the child reads the
+   request itself (`sandbox.child.run_call`), so this process never holds any call's
+   code, arguments or output: a call cannot find another call's data in its image;
 2. wait for the child's start byte, then for its exit, up to the wall-clock backstop
-   (`wall_s`); kill what is left: as PID 1 of its PID namespace, kill(-1) takes every
-   process the call started (forks, setsid daemons), at the deadline and after the
-   child's exit; reap them all. As root the zygote runs ZYGOTE_BOOST nice levels above
-   its calls, so a fork bomb of RLIMIT_NPROC spinning processes cannot delay it;
-3. measure the call's CPU time (RUSAGE_CHILDREN) and decide the timeout by it: CPU time
-   does not depend on how loaded the machine is, the wall clock does;
-4. empty the call's /tmp and send the parent one frame: b"<wait status> <cpu s> <wall s>
-   <timeout kind: cpu|wall|->\\n" + the child's raw message, which the PARENT parses.
+   (`wall_s`), checking the call's cgroup every POLL_S (`sandbox.meter`): CPU time of the
+   whole tree past the hard limit, or an OOM kill, ends the call at once. Kill what is
+   left: the child is PID 1 of the call's namespace, so its end takes every process the
+   call started (forks, daemons); as PID 1 of the worker's namespace, kill(-1) takes
+   them at the deadline. As root the zygote runs ZYGOTE_BOOST nice levels above its calls
+   (which stay in its session, so in its scheduler autogroup), so a fork bomb of
+   RLIMIT_NPROC spinning processes cannot delay it;
+3. measure the call's CPU time (the cgroup's counter: every process of the call, reaped
+   or not; else RUSAGE_CHILDREN) and decide the timeout by it: CPU time does not depend
+   on how loaded the machine is, the wall clock does;
+4. send the parent one frame: b"<wait status> <cpu s> <wall s> <verdict: cpu|wall|
+   memory|->\\n" + the child's raw message, which the PARENT parses; then unmount the
+   call's /tmp (if it left anything there).
 
 Protocol: requests arrive on fd 0 (4-byte big-endian length + marshal, from the trusted
 parent); replies leave on a copy of fd 1, framed the same way (fd 1 itself is /dev/null so
@@ -46,6 +52,7 @@ PREIMPORT = (  # light and common in benchmark code; anything else loads from th
 _monotonic, _getrusage, _select = time.monotonic, resource.getrusage, select.select
 SIGKILL, SIGXCPU = 9, 24
 ZYGOTE_BOOST = 10  # nice levels: ~9x the CPU weight of one call process
+POLL_S = 0.05  # how often a running call's cgroup is checked (CPU of the tree, OOM kills)
 
 
 def _load(code, name: str):
@@ -61,13 +68,8 @@ def _send(fd: int, data: bytes) -> None:
         data = data[OS.write(fd, data) :]
 
 
-def _cpu_of_children() -> float:
-    usage = _getrusage(resource.RUSAGE_CHILDREN)
-    return usage.ru_utime + usage.ru_stime
-
-
 class Zygote:
-    def __init__(self, init: dict, harness: dict, iso: dict, uid: int, tmp: str, statm_fd: int):
+    def __init__(self, init: dict, harness: dict, iso: dict, uid: int, tmp: str, statm_fd: int, kept: dict):
         self.child, self.guards, self.literal = harness["child"], harness["guards"], harness["literal"]
         self.iso, self.uid, self.tmp = iso, uid, tmp
         self.pidns = iso.get("pidns") == "1"
@@ -75,6 +77,11 @@ class Zygote:
         self.limits = dict(init["limits"])
         self.wall_s = self.limits["wall_s"]
         self.max_message = 4 * self.limits["max_output_bytes"] + 65536
+        fds = {k: int(v) for k, v in kept.items() if k != "cpu_format"}
+        self.world = harness["world"].World(fds, tmp, uid, self.limits["max_file_mb"], init["seccomp"])
+        self.meter = harness["meter"].Meter(fds, kept.get("cpu_format", "-"))
+        self.iso.update({k: str(int(v)) for k, v in self.world.report.items()} | {"tree_cpu": str(int(self.meter.tree))})
+        self.limits["own_pidns"] = self.world.report["pidns_per_call"]
         for name in PREIMPORT:
             try:
                 __import__(name)
@@ -99,6 +106,7 @@ class Zygote:
             except OSError:
                 pass
         self.module, self.capture = self.child.prepare(self.limits, self.guards)
+        self.world.lock()  # the seccomp filter: from here on, for this process and every call
         gc.collect()
         gc.freeze()  # children skip these objects when they collect: fewer page copies
 
@@ -111,15 +119,17 @@ class Zygote:
         _send(fd_out, f"ready pid={OS.getpid()} uid={self.uid} {report}".encode())
         run_call, pipe, fork, close, read, pidfd_open = self.child.run_call, OS.pipe, OS.fork, OS.close, OS.read, OS.pidfd_open
         devnull, uid, limits, module, capture = self.devnull, self.uid, self.limits, self.module, self.capture
-        guards, literal, tmp, wall_s, timeout_s = self.guards, self.literal, self.tmp, self.wall_s, limits["timeout_s"]
-        cpu_before = _cpu_of_children()  # children are reaped only within a call: no need to ask again
+        guards, literal, tmp, wall_s, world, meter = self.guards, self.literal, self.tmp, self.wall_s, self.world, self.meter
         while True:
+            world.enter()
+            cpu_before, oom_before = meter.cpu(), meter.oom_kills()
             r, w = pipe()
             pid = fork()
             if pid == 0:
                 close(r)
                 run_call(fd_in, w, devnull, tmp, uid, limits, module, capture, guards, literal, OS)
                 OS._exit(70)  # not reached
+            world.forked()
             close(w)
             if read(r, 1) != b"S":  # the child found no request: the parent closed the pool
                 close(r)
@@ -128,45 +138,45 @@ class Zygote:
             start = _monotonic()
             pidfd = pidfd_open(pid)
             try:
-                buf, status, killed = self._collect(pid, pidfd, r, start + wall_s)
+                buf, status, verdict = self._collect(pid, pidfd, r, start + wall_s, cpu_before, oom_before)
             finally:
                 close(pidfd)
                 close(r)
                 self._finish(pid)
-            wall, cpu_after = _monotonic() - start, _cpu_of_children()
-            cpu, cpu_before = cpu_after - cpu_before, cpu_after
-            self._reply(fd_out, buf, status, killed, cpu, wall, timeout_s)
+            wall, cpu, ooms = _monotonic() - start, meter.cpu() - cpu_before, meter.oom_kills() - oom_before
+            self._reply(fd_out, buf, _verdict(verdict, status, cpu, ooms, limits["timeout_s"]), status, cpu, wall)
+            self._clean()
 
-    def _reply(self, fd_out: int, buf: bytes, status: int, killed: bool, cpu: float, wall: float, timeout_s: float) -> None:
-        """Which limit ended the call, a clean tmpfs for the next one, and the framed reply."""
-        if killed:
-            kind = b"wall"
-        elif cpu >= timeout_s or status & 0x7F == SIGXCPU:  # killed by SIGXCPU (RLIMIT_CPU)
-            kind = b"cpu"
-        else:
-            kind = b"-"
-        try:
-            left = OS.listdir(self.tmp)
-        except OSError:
-            left = ()
-        if left:
-            self._clear_tmp(left)
-        reply = b"%d %.6f %.6f %s\n" % (status, cpu, wall, kind) + buf
+    def _reply(self, fd_out: int, buf: bytes, verdict: bytes, status: int, cpu: float, wall: float) -> None:
+        reply = b"%d %.6f %.6f %s\n" % (status, cpu, wall, verdict) + buf
         data = len(reply).to_bytes(4, "big") + reply
         while data:
             data = data[OS.write(fd_out, data) :]
 
-    def _collect(self, pid: int, pidfd: int, r: int, deadline: float):
-        """The child's message (b"" when over the size limit) and its wait status; SIGKILL
-        at the wall-clock backstop. The pipe may outlive the child (a process it started
-        holds it): the child's exit (its pidfd) ends the call."""
-        buf, killed, oversized, fds = b"", False, False, [pidfd, r]
+    def _clean(self) -> None:
+        """After the reply: the call's /tmp goes (unmounted; without root, emptied)."""
+        if not self.world.leave():
+            try:
+                left = OS.listdir(self.tmp)
+            except OSError:
+                left = ()
+            self._clear_tmp(left)
+
+    def _collect(self, pid: int, pidfd: int, r: int, deadline: float, cpu_before: float, oom_before: int):
+        """The child's message (b"" when over the size limit), its wait status, and why it was
+        killed (b"wall", b"cpu", b"memory" or None). The pipe may outlive the child (a process
+        it started holds it): the child's exit (its pidfd) ends the call."""
+        buf, verdict, oversized, fds = b"", None, False, [pidfd, r]
+        next_check = _monotonic() + POLL_S
         while True:
-            remaining = deadline - _monotonic()
-            if remaining <= 0 and not killed:
-                self._kill_all(pid)
-                killed = True
-            ready = _select(fds, (), (), None if killed else max(0.0, remaining))[0]
+            now = _monotonic()
+            if verdict is None and (now >= deadline or now >= next_check):
+                verdict = b"wall" if now >= deadline else self._over(cpu_before, oom_before)
+                next_check = now + POLL_S
+                if verdict is not None:
+                    self._kill_all(pid)
+            wait = None if verdict is not None else max(0.0, min(deadline, next_check) - now)
+            ready = _select(fds, (), (), wait)[0]
             if r in ready:
                 chunk = OS.read(r, 1 << 16)
                 if not chunk:
@@ -183,7 +193,15 @@ class Zygote:
                         buf += OS.read(r, self.max_message + 1 - len(buf))
                     except OSError:
                         pass
-                return (b"" if oversized or len(buf) > self.max_message else buf), status, killed
+                return (b"" if oversized or len(buf) > self.max_message else buf), status, verdict
+
+    def _over(self, cpu_before: float, oom_before: int):
+        """b"memory" / b"cpu" when the running call's tree went over a limit, else None."""
+        if self.meter.oom_kills() > oom_before:
+            return b"memory"
+        if self.meter.tree and self.meter.cpu() - cpu_before >= self.limits["cpu_rlimit"]:
+            return b"cpu"
+        return None
 
     def _kill_all(self, pid: int) -> None:
         """SIGKILL the call and every process it started, at once: killing the child alone
@@ -231,6 +249,18 @@ class Zygote:
             _remove(self.tmp + "/" + name)
 
 
+def _verdict(killed, status: int, cpu: float, ooms: int, timeout_s: float) -> bytes:
+    """Which limit ended the call: the wall clock, CPU time (of the whole tree, or RLIMIT_CPU's
+    SIGXCPU), memory (an OOM kill in the call's cgroup), or none (b"-")."""
+    if killed == b"wall":
+        return killed
+    if killed == b"cpu" or cpu >= timeout_s or status & 0x7F == SIGXCPU:
+        return b"cpu"
+    if killed == b"memory" or ooms > 0:
+        return b"memory"
+    return b"-"
+
+
 def _remove(path: str) -> None:
     """rm -rf without following links."""
     try:
@@ -245,16 +275,17 @@ def _remove(path: str) -> None:
 
 
 def main() -> None:
-    report, uid, tmp, statm_fd = sys.argv[1:5]
+    report, uid, tmp, statm_fd, kept = sys.argv[1:6]
     sys.argv[:] = [""]
     iso = dict(word.split("=", 1) for word in report.split())
     fd_out = OS.dup(1)
     OS.dup2(OS.open("/dev/null", OS.O_RDWR), 1)
     init = globals().pop("INIT")  # read by sandbox.jail.BOOT
-    harness = {name: _load(init.pop(name), name) for name in ("literal", "guards", "child")}
+    harness = {name: _load(init.pop(name), name) for name in ("literal", "guards", "child", "world", "meter")}
     stderr = sys.stderr
     try:
-        Zygote(init, harness, iso, int(uid), tmp, int(statm_fd)).serve(0, fd_out)
+        kept_fds = dict(word.split("=", 1) for word in kept.split())
+        Zygote(init, harness, iso, int(uid), tmp, int(statm_fd), kept_fds).serve(0, fd_out)
     except BaseException:
         sys.stderr = stderr  # the traceback goes to the executor's stderr, not to a call's capture
         raise

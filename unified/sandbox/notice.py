@@ -1,0 +1,39 @@
+"""One line at start when a sandbox layer is missing: never silently weaker.
+
+Said once per process (the first executor whose workers lack it), on the "unified" logger,
+naming what does not bind the call and what stands in for it; docs/sandbox.md lists what
+each layer covers."""
+
+from __future__ import annotations
+
+import logging
+
+log = logging.getLogger("unified")
+_said: set[str] = set()
+_LAYERS = {  # isolation key -> what is missing without it
+    "pidns_per_call": "a PID namespace per call (pids carry over between calls)",
+    "tmpfs_per_call": "a fresh /tmp per call (emptied by a recursive delete instead)",
+    "seccomp": "the seccomp filter (no libseccomp: keyrings and SysV IPC carry values between calls; "
+               "user namespaces, ptrace, bpf stay reachable)",
+}
+_LIMITS = {
+    "memory": "memory (RLIMIT_AS per process only: forks multiply it)",
+    "pids": "process count (RLIMIT_NPROC only)",
+    "cpu": "CPU time of the whole tree (children nobody waits for are not counted)",
+}
+
+
+def say_what_is_missing(isolation: dict, limits: dict) -> str | None:
+    """Log (once) and return the line listing the layers and per-call limits that are off."""
+    if not isolation.get("root_user"):
+        missing = ["kernel isolation (not root: no namespaces, no new root, no cgroups)"]
+    else:
+        missing = [text for key, text in _LAYERS.items() if not isolation.get(key)]
+        missing += [f"per-call limit on {text}" for key, text in _LIMITS.items() if not limits.get(key)]
+    if not missing:
+        return None
+    line = "sandbox: not enforced here: " + "; ".join(missing) + " (see docs/sandbox.md)"
+    if line not in _said:
+        _said.add(line)
+        log.warning(line)
+    return line
