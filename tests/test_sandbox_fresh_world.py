@@ -173,3 +173,19 @@ def test_the_pid_counter_does_not_tell_how_many_processes_an_earlier_call_forked
     seen = {n: SCENARIOS[scenario](two if scenario == "other_worker" else one, PID_COUNTER, str(n)) for n in (0, 3, 29)}
     assert None not in seen.values(), seen
     assert len(set(seen.values())) == 1, f"the pids a call sees depend on the earlier call: {seen}"
+
+
+def test_a_call_can_make_no_user_namespace_and_reach_no_keyring(one):
+    if platform.machine() != "x86_64":
+        pytest.skip("x86_64 syscall numbers")
+    code = (
+        "import ctypes, os\n"
+        "libc = ctypes.CDLL(None, use_errno=True)\n"
+        "def f():\n"
+        "    user = libc.unshare(0x10000000)  # CLONE_NEWUSER: no capability needed, so only seccomp stops it\n"
+        "    user_errno = ctypes.get_errno()\n"
+        "    keyring = libc.syscall(250, 0, ctypes.c_long(-3), 1)  # KEYCTL_GET_KEYRING_ID, session, create\n"
+        "    return user, user_errno, keyring, ctypes.get_errno(), os.getuid() != 0\n"
+    )
+    r = one.run(code, "f")
+    assert r.ok and r.value == (-1, 1, -1, 1, True), r  # EPERM both
