@@ -149,14 +149,13 @@ def _micro_batch_loss(batch: MicroBatch, norm, policy: Policy, cfg: AlgorithmCon
                       record: _Record) -> torch.Tensor:  # fmt: skip
     """Forward, verl loss normalised over the micro-batch's contribution; metrics logged."""
     mb = batch.to(policy.device)
-    with policy.compute():
-        logp, entropy = token_logprobs_and_entropy(
-            policy.module, mb.input_ids, mb.attention_mask, mb.response_mask, temperature,
-            entropy_grad=cfg.entropy_coeff != 0,
-        )
+    logp, entropy = token_logprobs_and_entropy(
+        policy.module, mb.input_ids, mb.attention_mask, mb.response_mask, temperature,
+        entropy_grad=cfg.entropy_coeff != 0,
+    )
     ref = None
     if cfg.use_kl_loss:
-        with torch.no_grad(), ref_policy.compute():
+        with torch.no_grad():
             ref, _ = token_logprobs_and_entropy(
                 ref_policy.module, mb.input_ids, mb.attention_mask, mb.response_mask, temperature, with_entropy=False
             )
