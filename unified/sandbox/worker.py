@@ -119,17 +119,18 @@ class Zygote:
         _send(fd_out, f"ready pid={OS.getpid()} uid={self.uid} {report}".encode())
         run_call, pipe, fork, close, read, pidfd_open = self.child.run_call, OS.pipe, OS.fork, OS.close, OS.read, OS.pidfd_open
         devnull, uid, limits, module, capture = self.devnull, self.uid, self.limits, self.module, self.capture
-        guards, literal, tmp, wall_s, world, meter = self.guards, self.literal, self.tmp, self.wall_s, self.world, self.meter
+        guards, literal, tmp, wall_s, meter = self.guards, self.literal, self.tmp, self.wall_s, self.meter
+        enter, forked, timeout_s = self.world.enter, self.world.forked, limits["timeout_s"]
+        cpu_now, oom_now = meter.cpu(), meter.oom_kills()  # between two calls nothing of a call runs
         while True:
-            world.enter()
-            cpu_before, oom_before = meter.cpu(), meter.oom_kills()
+            enter()
             r, w = pipe()
             pid = fork()
             if pid == 0:
                 close(r)
                 run_call(fd_in, w, devnull, tmp, uid, limits, module, capture, guards, literal, OS)
                 OS._exit(70)  # not reached
-            world.forked()
+            forked()
             close(w)
             if read(r, 1) != b"S":  # the child found no request: the parent closed the pool
                 close(r)
@@ -138,13 +139,14 @@ class Zygote:
             start = _monotonic()
             pidfd = pidfd_open(pid)
             try:
-                buf, status, verdict = self._collect(pid, pidfd, r, start + wall_s, cpu_before, oom_before)
+                buf, status, verdict = self._collect(pid, pidfd, r, start + wall_s, cpu_now, oom_now)
             finally:
                 close(pidfd)
                 close(r)
                 self._finish(pid)
-            wall, cpu, ooms = _monotonic() - start, meter.cpu() - cpu_before, meter.oom_kills() - oom_before
-            self._reply(fd_out, buf, _verdict(verdict, status, cpu, ooms, limits["timeout_s"]), status, cpu, wall)
+            wall, cpu_before, oom_before, cpu_now, oom_now = _monotonic() - start, cpu_now, oom_now, meter.cpu(), meter.oom_kills()
+            cpu = cpu_now - cpu_before
+            self._reply(fd_out, buf, _verdict(verdict, status, cpu, oom_now - oom_before, timeout_s), status, cpu, wall)
             self._clean()
 
     def _reply(self, fd_out: int, buf: bytes, verdict: bytes, status: int, cpu: float, wall: float) -> None:

@@ -7,12 +7,9 @@ This source is executed by the worker (`sandbox.worker`) into a namespace of its
    opened), then a new one for the next child: the call's first process is PID 1 of a
    namespace of its own, its forks count from 2, and when it ends the kernel kills every
    process the call started. No call sees how many processes an earlier call made;
-2. /tmp: a size-limited tmpfs (noatime) owned by the call's user, mounted over /tmp.
-   After the call (`leave`) it is unmounted, so nothing survives however deep or odd the
-   tree, unless the call left no trace in it at all: the root directory's mtime, ctime,
-   mode and owner as mounted, one inode and no block in use (anything a call creates,
-   deletes, renames, chmods or tags changes one of these). Then the same empty tmpfs
-   serves the next call and the mount is saved (most calls never touch /tmp);
+2. /tmp: a new size-limited tmpfs owned by the call's user, mounted over /tmp, and
+   unmounted after the call (`leave`): nothing survives, however deep or odd the tree
+   (a recursive delete gave up on deep ones), not even the tmpfs's inode numbering;
 3. the child starts as the OOM killer's first choice (oom_score_adj 1000, raised on the
    zygote just for the fork: raising needs no privilege), the zygote goes back to its own
    (-1000 where `sandbox.jail` could set it): its cgroup is shared with its calls.
@@ -27,8 +24,8 @@ import ctypes
 import os
 
 CLONE_NEWPID = 0x20000000
-MS_NOSUID, MS_NODEV, MS_NOATIME, MNT_DETACH = 2, 4, 1024, 2
-_pread, _pwrite, _stat, _statvfs = os.pread, os.pwrite, os.stat, os.statvfs  # before the guards
+MS_NOSUID, MS_NODEV, MNT_DETACH = 2, 4, 2
+_pread, _pwrite = os.pread, os.pwrite  # before the guards
 PR_SET_SECCOMP, SECCOMP_MODE_FILTER = 22, 2
 
 
@@ -42,31 +39,29 @@ class World:
         self.libc.mount.argtypes = [ctypes.c_char_p] * 3 + [ctypes.c_ulong, ctypes.c_char_p]
         self.pidns, self.oom_adj = fds.get("pidns", -1), fds.get("oom_adj", -1)
         self.home_adj = _pread(self.oom_adj, 16, 0).strip() if self.oom_adj >= 0 else b"0"
-        self.mounted, self.as_mounted = False, None
         self.tmp = os.fsencode(tmp)
         self.options = f"size={max_file_mb}m,nr_inodes=4096,mode=0700,uid={uid},gid={uid}".encode()
         self.filter = None
         if bpf:
             self.buffer = ctypes.create_string_buffer(bytes(bpf), len(bpf))  # kept alive with the program
             self.filter = _SockFprog(len(bpf) // 8, ctypes.cast(self.buffer, ctypes.c_void_p))
-        self.report = {"pidns_per_call": False, "tmpfs_per_call": False, "seccomp": self.filter is not None}
-        if uid >= 0:
-            self.report.update(self.enter(probe=True))
-            self.leave()
+        self.new_pidns = self.new_tmpfs = False
+        if uid >= 0:  # root: learn which steps this kernel allows
+            libc = self.libc
+            self.new_pidns = self.pidns >= 0 and libc.setns(self.pidns, CLONE_NEWPID) == 0 and libc.unshare(CLONE_NEWPID) == 0
+            self.new_tmpfs = self._mount() and libc.umount2(self.tmp, MNT_DETACH) == 0
+        self.report = {"pidns_per_call": self.new_pidns, "tmpfs_per_call": self.new_tmpfs, "seccomp": self.filter is not None}
 
-    def enter(self, probe: bool = False) -> dict:
-        """Steps 1-3 of the module doc, before the fork; what worked (on the first call)."""
-        libc, done = self.libc, {}
-        if self.pidns >= 0 and (probe or self.report["pidns_per_call"]):
-            back = libc.setns(self.pidns, CLONE_NEWPID) == 0
-            done["pidns_per_call"] = back and libc.unshare(CLONE_NEWPID) == 0
-        if (probe or self.report["tmpfs_per_call"]) and not self.mounted:
-            flags = MS_NOSUID | MS_NODEV | MS_NOATIME
-            self.mounted = done["tmpfs_per_call"] = libc.mount(b"tmpfs", self.tmp, b"tmpfs", flags, self.options) == 0
-            self.as_mounted = self._trace() if self.mounted else None
+    def enter(self) -> None:
+        """Steps 1-3 of the module doc, before the fork. Lean: every page the zygote writes
+        between two forks costs a page fault."""
+        if self.new_pidns:
+            self.libc.setns(self.pidns, CLONE_NEWPID)
+            self.libc.unshare(CLONE_NEWPID)
+        if self.new_tmpfs:
+            self._mount()
         if self.oom_adj >= 0:
             _pwrite(self.oom_adj, b"1000", 0)
-        return done
 
     def forked(self) -> None:
         """In the zygote, after the fork: back to its own oom_score_adj."""
@@ -74,20 +69,12 @@ class World:
             _pwrite(self.oom_adj, self.home_adj, 0)
 
     def leave(self) -> bool:
-        """After the call (all its processes gone): unmount its /tmp unless it is untouched
-        (step 2). False: no tmpfs per call here (the caller empties /tmp itself)."""
-        if not self.mounted:
-            return False
-        if self._trace() != self.as_mounted:
-            self.mounted = self.libc.umount2(self.tmp, MNT_DETACH) != 0
-        return True
+        """After the call (all its processes gone): unmount its /tmp. False: no tmpfs per
+        call here (the caller empties /tmp itself)."""
+        return self.new_tmpfs and self.libc.umount2(self.tmp, MNT_DETACH) == 0
 
-    def _trace(self) -> tuple:
-        """What any change to the tmpfs leaves: the root's times, mode, owner, links, and
-        the inodes and blocks in use."""
-        st, fs = _stat(self.tmp), _statvfs(self.tmp)
-        return (st.st_mtime_ns, st.st_ctime_ns, st.st_mode, st.st_uid, st.st_gid, st.st_nlink, st.st_ino,
-                fs.f_files - fs.f_ffree, fs.f_blocks - fs.f_bfree)  # fmt: skip
+    def _mount(self) -> bool:
+        return self.libc.mount(b"tmpfs", self.tmp, b"tmpfs", MS_NOSUID | MS_NODEV, self.options) == 0
 
     def lock(self) -> None:
         """In the zygote, before its first fork: load the seccomp filter (irreversible)."""
