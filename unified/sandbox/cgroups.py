@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import itertools
 import os
+import time
 from dataclasses import dataclass, field
 
 _V1 = ("memory", "pids", "cpuacct")
@@ -77,6 +78,9 @@ class CgroupPool:
 
     def close(self) -> None:
         for path in self.roots.values():
+            for leaf in _listdir(path):
+                if leaf.startswith("w"):
+                    _rmdir(os.path.join(path, leaf))
             _rmdir(path)
 
 
@@ -94,10 +98,13 @@ def set_limits(cgroup: WorkerCgroup | None, memory_mb: int, max_processes: int) 
         _write(files["pids_limit"], str(max_processes + 1))
 
 
-def remove(cgroup: WorkerCgroup | None) -> None:
-    """Remove a worker's cgroup (its processes are gone)."""
+def remove(cgroup: WorkerCgroup | None, wait_s: float = 1.0) -> None:
+    """Remove a worker's cgroup once its processes are gone (a killed worker's zygote may
+    take a moment: it dies of its parent-death signal)."""
+    deadline = time.monotonic() + wait_s
     for path in cgroup.dirs if cgroup else ():
-        _rmdir(path)
+        while not _rmdir(path) and os.path.isdir(path) and time.monotonic() < deadline:
+            time.sleep(0.01)
 
 
 def _roles(key: str, path: str) -> dict:
@@ -208,7 +215,7 @@ def _sweep(base: str) -> None:
         if not pid.isdigit() or _alive(int(pid)):
             continue
         path = os.path.join(base, name)
-        for leaf in os.listdir(path) if os.path.isdir(path) else ():
+        for leaf in _listdir(path):
             if leaf.startswith("w"):
                 _rmdir(os.path.join(path, leaf))
         _rmdir(path)
@@ -224,8 +231,16 @@ def _alive(pid: int) -> bool:
     return True
 
 
-def _rmdir(path: str) -> None:
+def _rmdir(path: str) -> bool:
     try:
         os.rmdir(path)
     except OSError:
-        pass
+        return False
+    return True
+
+
+def _listdir(path: str) -> list[str]:
+    try:
+        return os.listdir(path)
+    except OSError:
+        return []
