@@ -22,8 +22,9 @@ def _lines(proc) -> list[str]:
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks a machine without CUDA")
 def test_make_gpu_check_without_cuda_says_one_line_and_exits_0():
-    proc = subprocess.run(["make", "--no-print-directory", "gpu-check"], cwd=REPO, env=job_env(), capture_output=True,
-                          text=True, timeout=120)  # fmt: skip
+    # PY: this interpreter (make falls back to python3 where the checkout has no .venv)
+    proc = subprocess.run(["make", "--no-print-directory", "gpu-check", f"PY={sys.executable}"], cwd=REPO, env=job_env(),
+                          capture_output=True, text=True, timeout=120)  # fmt: skip
     assert proc.returncode == 0 and len(_lines(proc)) == 1, _lines(proc)
     assert _lines(proc)[0].startswith("gpu-check: no CUDA GPU visible") and "docs/gpu.md" in _lines(proc)[0]
 
