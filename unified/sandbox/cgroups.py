@@ -2,9 +2,9 @@
 
 A worker runs one call at a time, so a cgroup of its own, which the zygote joins once at
 start (`sandbox.jail`) and every call's processes inherit by fork, binds each call:
-- memory: the limit is the zygote's own usage when it is ready plus `memory_mb`, so the
-  call's processes together (copied pages, heap, /tmp, SysV shared memory) may add
-  `memory_mb`; the zygote itself is never the OOM killer's choice (oom_score_adj -1000,
+- memory: the limit is the zygote's own usage when it is ready plus `memory_mb` (plus
+  SLACK_MB for the zygote's pages a call copies), so the call's processes together (heap,
+  copied pages, /tmp) may add `memory_mb`; the zygote itself is never the OOM killer's choice (oom_score_adj -1000,
   and its calls start at 0). The worker reads the OOM-kill counter per call;
 - pids: `max_processes` + the zygote;
 - CPU: the cgroup's counter (v1 `cpuacct.usage`, v2 `cpu.stat` usage_usec) less the
@@ -28,6 +28,7 @@ import time
 from dataclasses import dataclass, field
 
 _V1 = ("memory", "pids", "cpuacct")
+SLACK_MB = 16
 _SEQUENCE = itertools.count()
 
 
@@ -85,12 +86,14 @@ class CgroupPool:
 
 
 def set_limits(cgroup: WorkerCgroup | None, memory_mb: int, max_processes: int) -> None:
-    """Once the worker is ready: memory = its usage now + memory_mb; pids = max_processes + 1."""
+    """Once the worker is ready: memory = its usage now + memory_mb + SLACK_MB (the pages a
+    call copies from the zygote, as RLIMIT_AS allows the zygote's image + memory_mb + 16 MB);
+    pids = max_processes + 1."""
     if cgroup is None:
         return
     files = cgroup.files
     if "memory_limit" in files:
-        limit = _read_int(files["memory"]) + (memory_mb << 20)
+        limit = _read_int(files["memory"]) + ((memory_mb + SLACK_MB) << 20)
         _write(files["memory_limit"], str(limit))
         if "swap_limit" in files:  # no swapping around the limit: v1 memory+swap, v2 swap alone
             _write(files["swap_limit"], str(limit) if files.get("cgroup") == "v1" else "0")
