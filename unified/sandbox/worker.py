@@ -80,7 +80,6 @@ class Zygote:
         fds = {k: int(v) for k, v in kept.items() if k != "cpu_format"}
         self.world = harness["world"].World(fds, tmp, uid, self.limits["max_file_mb"], init["seccomp"])
         self.meter = harness["meter"].Meter(fds, kept.get("cpu_format", "-"))
-        self.iso.update({k: str(int(v)) for k, v in self.world.report.items()} | {"tree_cpu": str(int(self.meter.tree))})
         self.limits["own_pidns"] = self.world.report["pidns_per_call"]
         for name in PREIMPORT:
             try:
@@ -107,6 +106,7 @@ class Zygote:
                 pass
         self.module, self.capture = self.child.prepare(self.limits, self.guards)
         self.world.lock()  # the seccomp filter: from here on, for this process and every call
+        self.iso.update({k: str(int(v)) for k, v in self.world.report.items()} | {"tree_cpu": str(int(self.meter.tree))})
         gc.collect()
         gc.freeze()  # children skip these objects when they collect: fewer page copies
 

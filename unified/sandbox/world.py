@@ -45,12 +45,12 @@ class World:
         if bpf:
             self.buffer = ctypes.create_string_buffer(bytes(bpf), len(bpf))  # kept alive with the program
             self.filter = _SockFprog(len(bpf) // 8, ctypes.cast(self.buffer, ctypes.c_void_p))
-        self.new_pidns = self.new_tmpfs = False
+        self.new_pidns = self.new_tmpfs = self.mounted = False
         if uid >= 0:  # root: learn which steps this kernel allows
             libc = self.libc
             self.new_pidns = self.pidns >= 0 and libc.setns(self.pidns, CLONE_NEWPID) == 0 and libc.unshare(CLONE_NEWPID) == 0
             self.new_tmpfs = self._mount() and libc.umount2(self.tmp, MNT_DETACH) == 0
-        self.report = {"pidns_per_call": self.new_pidns, "tmpfs_per_call": self.new_tmpfs, "seccomp": self.filter is not None}
+        self.report = {"pidns_per_call": self.new_pidns, "tmpfs_per_call": self.new_tmpfs, "seccomp": False}
 
     def enter(self) -> None:
         """Steps 1-3 of the module doc, before the fork. Lean: every page the zygote writes
@@ -59,7 +59,7 @@ class World:
             self.libc.setns(self.pidns, CLONE_NEWPID)
             self.libc.unshare(CLONE_NEWPID)
         if self.new_tmpfs:
-            self._mount()
+            self.mounted = self._mount()  # failing, the call gets the jail's own /tmp: emptied, see leave
         if self.oom_adj >= 0:
             _pwrite(self.oom_adj, b"1000", 0)
 
@@ -69,14 +69,16 @@ class World:
             _pwrite(self.oom_adj, self.home_adj, 0)
 
     def leave(self) -> bool:
-        """After the call (all its processes gone): unmount its /tmp. False: no tmpfs per
-        call here (the caller empties /tmp itself)."""
-        return self.new_tmpfs and self.libc.umount2(self.tmp, MNT_DETACH) == 0
+        """After the call (all its processes gone): unmount its /tmp. False: no tmpfs of its
+        own this time (the caller empties /tmp itself)."""
+        mounted, self.mounted = self.mounted, False
+        return mounted and self.libc.umount2(self.tmp, MNT_DETACH) == 0
 
     def _mount(self) -> bool:
         return self.libc.mount(b"tmpfs", self.tmp, b"tmpfs", MS_NOSUID | MS_NODEV, self.options) == 0
 
     def lock(self) -> None:
-        """In the zygote, before its first fork: load the seccomp filter (irreversible)."""
-        if self.filter is not None and self.libc.prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, ctypes.byref(self.filter), 0, 0):
-            raise OSError(ctypes.get_errno(), "seccomp filter refused")
+        """In the zygote, before its first fork: load the seccomp filter (irreversible); the
+        report says whether the kernel took it."""
+        if self.filter is not None:
+            self.report["seccomp"] = self.libc.prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, ctypes.byref(self.filter), 0, 0) == 0
