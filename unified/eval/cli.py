@@ -1,6 +1,6 @@
 """`python -m unified.evaluate`: greedy pass@1 of a model, or of a samples file, on hidden tests.
 
-    python -m unified.evaluate --benchmark mbpp --model smollm2            all 378 MBPP+ problems
+    python -m unified.evaluate --benchmark mbpp --model smollm2            all 399 MBPP+ problems (398 with hidden tests)
     python -m unified.evaluate --benchmark humaneval --model logs/x/checkpoints/round_000002
     python -m unified.evaluate ... --resume                                continue a killed run
     python -m unified.evaluate --benchmark mbpp --samples FILE.jsonl --output DIR
