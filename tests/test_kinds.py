@@ -12,6 +12,7 @@ from unified.kinds import KINDS, TASK_KINDS, BuildOptions
 from unified.kinds.base import cases_passed
 from unified.sandbox.exec_types import ExecCall, ExecResult
 from unified.pipeline.extract import read_literal
+from unified.pipeline.phases import TTRLVR_KINDS
 from unified.pipeline.rewards import score_batch
 from unified.pipeline.tasks import build_tasks
 from unified.pipeline.validate import validate_tasks
@@ -51,7 +52,7 @@ def with_negation(monkeypatch):
 
 
 def test_the_registry_is_the_one_list_of_kinds():
-    assert TASK_KINDS == tuple(KINDS) == ("induction", "deduction", "abduction")
+    assert TASK_KINDS == tuple(KINDS) == ("induction", "deduction", "abduction", "solve")
     for name, kind in KINDS.items():
         assert kind.NAME == name and len(kind.LETTER) == 1
         for fn in ("build", "parse", "calls", "reward", "is_trivial", "gold_is_own"):
@@ -61,7 +62,7 @@ def test_the_registry_is_the_one_list_of_kinds():
 
 
 def test_kinds_take_turns_per_program():
-    tasks, rejections = build_tasks([PROBLEM], [PROGRAM], TRIPLES, TASK_KINDS, BuildOptions(shown_pairs=2))
+    tasks, rejections = build_tasks([PROBLEM], [PROGRAM], TRIPLES, TTRLVR_KINDS, BuildOptions(shown_pairs=2))
     assert [t.task_id.split(":", 1)[1] for t in tasks] == [
         "induction:0", "deduction:0", "abduction:0", "deduction:1", "abduction:1", "deduction:2", "abduction:2"]  # fmt: skip
     assert not rejections
@@ -82,6 +83,6 @@ def test_a_new_kind_is_built_validated_and_rewarded_without_touching_the_pipelin
 
 
 def test_the_console_names_every_registered_kind(with_negation):
-    assert "tasks I/D/A/N = induction/deduction/abduction/negation" in metrics.legend_line()
+    assert "tasks I/D/A/S/N = induction/deduction/abduction/solve/negation" in metrics.legend_line()
     line = metrics.summary_line(1, 2, {"tasks/kept_negation": 5, "tasks/kept_deduction": 2})
-    assert "tasks I/D/A/N 0/2/0/5 |" in line
+    assert "tasks I/D/A/S/N 0/2/0/0/5 |" in line

@@ -60,12 +60,15 @@ def _wrong_answer(task, data):
         out = task.cases[0].expected
         other = next(t for t in data.triples if t.program_id == task.program_id and not values_equal(t.output, out))
         return f"<answer>{task.entry_point}({', '.join(to_literal(a) for a in other.args)})</answer>"
+    if task.kind == "solve":  # the benchmark's own format: a code block, no tag
+        return f"```python\ndef {task.entry_point}(*args):\n    return '__wrong__'\n```"
     return f"<answer>\ndef {task.entry_point}(*args):\n    return '__wrong__'\n</answer>"
 
 
 def test_gold_earns_one_and_wrong_earns_zero_over_a_whole_round(executor):
     problems = _problems("mbpp", FIVE, executor)
-    cfg = PipelineConfig(max_tasks=None, keep_passing_visible=True, num_proposed_inputs=4, seed_programs="canonical", max_tasks_per_type_per_problem=None, balance_types=False)
+    cfg = PipelineConfig(max_tasks=None, keep_passing_visible=True, num_proposed_inputs=4, seed_programs="canonical",
+                         max_tasks_per_type_per_problem=None, balance_types=False, task_types=TASK_KINDS)  # fmt: skip
     data = run_phases_1_to_4(problems, script(), executor, cfg, round_index=1, seed=0)
     kinds = {t.kind for t in data.tasks}
     assert kinds == set(TASK_KINDS) and len(data.tasks) >= 30
@@ -79,7 +82,7 @@ def test_default_config_round_is_capped_and_balanced(executor):
     problems = _problems("mbpp", FIVE, executor)
     cfg = PipelineConfig(max_tasks=None, keep_passing_visible=True, balance_types=True, num_proposed_inputs=4, seed_programs="canonical")
     data = run_phases_1_to_4(problems, script(), executor, cfg, round_index=1, seed=0)
-    kept = data.kept_per_kind()
+    kept = {k: v for k, v in data.kept_per_kind().items() if k in cfg.task_types}
     assert len(set(kept.values())) == 1 and kept["deduction"] > 0  # balanced
     for pid in FIVE:
         for kind in TASK_KINDS:

@@ -94,9 +94,11 @@ SMOLLM2_ROUND = [
 ]  # fmt: skip
 
 
-def test_one_real_round_trains_on_tasks_from_the_models_own_programs(tmp_path):
-    """Programs come from SmolLM2 (no canonical seeds), tasks from them, some group's rewards
-    differ, the gradient is non-zero and the weights the checkpoint holds have moved."""
+def test_one_real_round_trains_on_its_own_samples_of_the_benchmark_prompts(tmp_path):
+    """The default recipe on SmolLM2: one `solve` task per problem (the benchmark's own prompt,
+    rewarded on its visible examples), whose group is phase 1's own samples (no canonical
+    seeds, no second generation); some group's rewards differ, the gradient is non-zero and
+    the weights the checkpoint holds have moved."""
     import pandas as pd
     from safetensors.torch import load_file
 
@@ -110,12 +112,15 @@ def test_one_real_round_trains_on_tasks_from_the_models_own_programs(tmp_path):
     assert len(programs) > 0 and set(programs["source"]) == {"model"}
     tasks = pd.read_parquet(out / "round_1" / "tasks.parquet")
     kept = tasks[tasks["kept"]]
-    assert len(kept) > 0 and set(kept["program_id"]) <= set(programs["program_id"])
+    assert set(kept["kind"]) == {"solve"} and set(kept["problem_id"]) == {"Mbpp/2", "Mbpp/17"}
+    golds = set(kept["program"]) - {""}  # a task's gold, where it has one, is a model program passing the visible tests
+    assert golds <= set(programs["code"])
     rows = e2e.rollouts(out)
     spread = rows.groupby(["task_id", "version"])["reward"].agg(lambda r: r.max() - r.min())
     assert (spread > 0).any(), "every group has equal rewards: all advantages are zero"
     (m,) = e2e.metrics_rows(out)
     assert m["train/steps"] > 0 and m["train/grad_norm"] > 0 and m["weights/version"] > 0
+    assert m["train/groups_used"] > 0 and m["train/reused_groups"] == 2  # phase 1's samples were the groups
     start = load_file(str(smollm2.model_dir() / "model.safetensors"))
     end = e2e.final_weights(out)
     assert start.keys() == end.keys() and any(not start[k].equal(end[k]) for k in start)

@@ -24,6 +24,7 @@ from unified.sandbox.config import ExecutorConfig
 from unified.types import SamplingConfig
 
 TUNING_METHODS = ("full", "lora", "top_layers")
+ZERO_VARIANCE = ("drop", "keep")
 
 
 @dataclass(frozen=True)
@@ -38,8 +39,8 @@ class ModelConfig:
 @dataclass(frozen=True)
 class RolloutConfig:
     backend: str = "vllm_cpu"  # a name in trainer.engine.ENGINES
-    n: int = 4  # samples per task prompt in phase 5 (the group size)
-    temperature: float = 1.0
+    n: int = 16  # samples per task prompt in phase 5 (the group size; also phase 1's K, configs/pipeline)
+    temperature: float = 0.8  # 1.0 is hot for a 135M model (sampled pass@1 a quarter of greedy)
     top_p: float = 1.0
     max_tokens: int = 64
     max_model_len: int = 1024
@@ -48,6 +49,9 @@ class RolloutConfig:
     tensor_parallel_size: int = 1
     retries: int = 3
     retry_backoff_s: float = 0.5
+    # vLLM's sleep mode during phase 5's update (unified/run/colocate.py): null = on for
+    # rollout=vllm on CUDA, off otherwise (hf and vllm_cpu have nothing to free)
+    sleep_between_phases: Optional[bool] = None
 
     def sampling(self, seed: int | None = None) -> SamplingConfig:
         """Phase 5's sampling: this config's fields of the same names."""
@@ -68,6 +72,7 @@ class AlgorithmConfig:
     clip_ratio_c: float = 3.0  # dual-clip lower bound for negative advantages
     loss_agg_mode: str = "token-mean"
     entropy_coeff: float = 0.0
+    zero_variance: str = "drop"  # drop | keep: a group whose answers all got one reward (no gradient under GRPO)
     use_kl_loss: bool = False
     kl_loss_coef: float = 0.001
     kl_loss_type: str = "low_var_kl"
@@ -77,10 +82,10 @@ class AlgorithmConfig:
     grad_clip: float = 1.0
     ppo_epochs: int = 1
     mini_batch_size: Optional[int] = None  # per-rank samples per optimizer step; None: the product below
-    micro_batch_size: int = 4  # samples per forward/backward
+    micro_batch_size: int = 8  # samples per forward/backward
     accum_steps: int = 2  # micro-batches per gradient contribution
     update_steps: int = 2  # contributions per optimizer step (version bump + push)
-    max_staleness: int = 1  # drop samples generated more than this many versions ago
+    max_staleness: int = 16  # drop samples generated more than this many versions ago (phase 1's reused groups age through a round)
     keep_last_versions: int = 0  # weight snapshots kept on disk
 
     def __post_init__(self):
@@ -88,6 +93,8 @@ class AlgorithmConfig:
         for key in ("micro_batch_size", "accum_steps", "update_steps", "ppo_epochs"):
             if getattr(self, key) < 1:
                 raise ValueError(f"algorithm.{key} must be >= 1, got {getattr(self, key)!r}")
+        if self.zero_variance not in ZERO_VARIANCE:
+            raise ValueError(f"algorithm.zero_variance must be one of {ZERO_VARIANCE}, got {self.zero_variance!r}")
         if self.mini_batch_size not in (None, self.samples_per_step):
             raise ValueError(
                 f"algorithm.mini_batch_size={self.mini_batch_size} but micro_batch_size x accum_steps x "
@@ -180,6 +187,15 @@ def seed_programs_for(model_path: str | None) -> str:
     return "canonical" if model_path in (None, "", "tiny") else "none"
 
 
+def task_kinds_for(model_path: str | None) -> list[str]:
+    """`pipeline.task_types`' default (the `${task_kinds_for:...}` resolver): a real model
+    trains on its benchmark prompts (`solve`, rewarded on the visible examples); the embedded
+    tiny model, which writes noise, on the self-play kinds built from canonical programs."""
+    from unified.pipeline.phases import TTRLVR_KINDS
+
+    return list(TTRLVR_KINDS) if model_path in (None, "", "tiny") else ["solve"]
+
+
 def register() -> None:
     """Store the schema as `schema` (the first entry of configs/train.yaml's defaults) and
     the resolvers the YAML files use."""
@@ -187,3 +203,4 @@ def register() -> None:
 
     ConfigStore.instance().store(name="schema", node=schema_node())
     OmegaConf.register_new_resolver("seed_programs_for", seed_programs_for, replace=True)
+    OmegaConf.register_new_resolver("task_kinds_for", task_kinds_for, replace=True)

@@ -27,6 +27,7 @@ class BuildOptions:
     shown_pairs: int = 3  # pairs an induction-like prompt shows (>= 1 held out)
     visible_passing: frozenset[str] | None = None  # program ids that pass the visible examples (None: all count)
     partial_credit: bool = False  # reward the share of held-out pairs passed, not all-or-nothing
+    solve_reward: str = "binary"  # how the solve kind grades a program on the visible examples
 
 
 class TaskKind(Protocol):
@@ -34,6 +35,9 @@ class TaskKind(Protocol):
 
     NAME: str  # "deduction": Task.kind, metric keys (reward/deduction), config task_types
     LETTER: str  # "D": its column in the console's tasks line
+    # Optional (see `per_problem` / `raw_answer`): PER_PROBLEM = True builds one task per
+    # problem through `build_problem(problem, programs, opts)` instead of `build`;
+    # RAW_ANSWER = True reads the whole completion, not the text inside <answer>.
 
     def build(
         self, problem: Problem, program: Program, triples: Sequence[IOTriple], opts: BuildOptions
@@ -57,6 +61,16 @@ class TaskKind(Protocol):
 
 
 # ---------------------------------------------------------------- helpers kinds share
+
+
+def per_problem(kind: TaskKind) -> bool:
+    """The kind builds one task per problem (`build_problem`), needing no IPO triples."""
+    return bool(getattr(kind, "PER_PROBLEM", False))
+
+
+def raw_answer(kind: TaskKind) -> bool:
+    """The kind reads the whole completion (its prompt asks for no <answer> tag)."""
+    return bool(getattr(kind, "RAW_ANSWER", False))
 
 
 def new_task(kind: str, index: int, problem: Problem, program: Program, prompt: str, gold: str,

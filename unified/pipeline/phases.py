@@ -12,17 +12,19 @@ from __future__ import annotations
 
 import time
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Callable, Sequence
 
 from unified import kinds
-from unified.kinds import TASK_KINDS, BuildOptions
+from unified.kinds import BuildOptions, per_problem
+from unified.kinds.solve import REWARDS as SOLVE_REWARDS
 from unified.pipeline import evaluation, ipo, programs as phase1, tasks as phase3, validate
 from unified.pipeline.generation import Generator, SamplingConfig
 from unified.pipeline.rewards import score_batch
 from unified.types import Completion, IOTriple, Problem, Program, Rejection, Task
 
 SEED_PROGRAMS = ("none", "canonical")
+TTRLVR_KINDS = ("induction", "deduction", "abduction")  # the self-play kinds of the original design
 INDUCTION_REWARDS = ("all", "fraction")  # "fraction": partial credit, a share of the held-out pairs
 
 
@@ -40,12 +42,13 @@ class PipelineConfig:
     keep_passing_visible: bool = False  # drop programs that fail a visible example (else: no induction from them)
     induction_needs_visible: bool = True  # induction only from programs that pass the visible examples
     seed_programs: str = "none"  # "canonical": add each canonical solution as a program
-    task_types: tuple[str, ...] = TASK_KINDS
+    task_types: tuple[str, ...] = TTRLVR_KINDS
     max_tasks_per_type_per_problem: int | None = 4
-    max_tasks: int | None = 8  # per round (per rank): a seeded, kind-balanced sample of the kept tasks
+    max_tasks: int | None = None  # per round (per rank): a seeded, kind-balanced sample of the kept tasks (None: all)
     balance_types: bool = False
     induction_shown: int = 3  # at most this many pairs shown in an induction prompt; >= 1 held out
     induction_reward: str = "all"  # "all" | "fraction" of held-out pairs
+    solve_reward: str = "binary"  # solve kind: "binary" | "fraction" of visible examples | "graded" (kinds/solve.py)
     format_penalty: float = -0.5  # reward of an unreadable answer
     max_output_chars: int = 1000  # longer output literals are rejected
 
@@ -58,6 +61,8 @@ class PipelineConfig:
             problems.append(f"task_types must be a non-empty subset of {tuple(kinds.KINDS)}, got {list(self.task_types)}")
         if self.induction_reward not in INDUCTION_REWARDS:
             problems.append(f"induction_reward must be one of {INDUCTION_REWARDS}, got {self.induction_reward!r}")
+        if self.solve_reward not in SOLVE_REWARDS:
+            problems.append(f"solve_reward must be one of {SOLVE_REWARDS}, got {self.solve_reward!r}")
         if self.num_programs < 0 or self.num_proposed_inputs < 0 or self.induction_shown < 1:
             problems.append("num_programs and num_proposed_inputs must be >= 0, induction_shown >= 1")
         if problems:
@@ -66,6 +71,11 @@ class PipelineConfig:
     @property
     def partial_credit(self) -> bool:
         return self.induction_reward == "fraction"
+
+    @property
+    def needs_triples(self) -> bool:
+        """Some configured kind builds from IPO triples (phase 2 runs only then)."""
+        return any(not per_problem(kinds.kind_of(k)) for k in self.task_types)
 
 
 @dataclass(frozen=True)
@@ -83,6 +93,7 @@ class RoundData:
     tasks: tuple[Task, ...]
     rejections: tuple[Rejection, ...]
     timings: dict  # phase name -> seconds
+    program_completions: dict = field(default_factory=dict)  # problem id -> phase 1's K completions, as sampled
 
     def rejection_counts(self) -> Counter:
         """(stage, reason, kind) -> count; kind is "" before tasks exist."""
@@ -111,14 +122,15 @@ def run_phases_1_to_4(
     if cfg.evaluate_baseline:  # evaluation only: hidden tests never reach a task
         pass_at_1 = evaluation.pass_at_1(problems, generator, executor.run_batch, cfg.program_max_tokens, round_seed)
     lap("baseline")
-    candidates, kept, passing = _phase_1(problems, generator, executor, cfg, round_seed, rejections)
+    (candidates, completions), kept, passing = _phase_1(problems, generator, executor, cfg, round_seed, rejections)
     lap("phase_1")
-    triples = _phase_2(problems, kept, generator, executor, cfg, round_seed, rejections)
+    triples = _phase_2(problems, kept, generator, executor, cfg, round_seed, rejections) if cfg.needs_triples else []
     lap("phase_2")
     opts = BuildOptions(
         shown_pairs=cfg.induction_shown,
         visible_passing=frozenset(passing) if cfg.induction_needs_visible else None,
         partial_credit=cfg.partial_credit,
+        solve_reward=cfg.solve_reward,
     )
     candidate_tasks = _collect(rejections, phase3.build_tasks(problems, kept, triples, cfg.task_types, opts))
     lap("phase_3")
@@ -127,7 +139,8 @@ def run_phases_1_to_4(
     tasks = _collect(rejections, cap_tasks(tasks, cfg.max_tasks, round_seed))
     lap("phase_4")
     return RoundData(round_index=round_index, problems=tuple(problems), pass_at_1=pass_at_1,
-                     program_candidates=tuple(candidates), programs=tuple(kept), triples=tuple(triples),
+                     program_candidates=tuple(candidates), programs=tuple(kept), program_completions=completions,
+                     triples=tuple(triples),
                      candidate_tasks=tuple(candidate_tasks), tasks=tuple(tasks), rejections=tuple(rejections),
                      timings=lap.timings)  # fmt: skip
 
@@ -137,15 +150,22 @@ def _phase_1(problems, generator: Generator, executor, cfg: PipelineConfig, roun
     visible examples. A program that fails one still defines its own answers for the kinds
     that read only the program; `passing` says which ones agree with the problem text."""
     candidates: list[Program] = phase1.canonical_programs(problems) if cfg.seed_programs == "canonical" else []
+    completions: dict = {}
     if cfg.num_programs > 0:
-        sampling = SamplingConfig(n=cfg.num_programs, temperature=cfg.program_temperature,
-                                  max_tokens=cfg.program_max_tokens, seed=round_seed)  # fmt: skip
-        candidates += _collect(rejections, phase1.generate_programs(problems, generator, sampling))
+        sampling = program_sampling(cfg, round_seed)
+        generated, completions = _collect(rejections, phase1.generate_programs(problems, generator, sampling))
+        candidates += generated
     kept = _collect(rejections, phase1.deduplicate(candidates))
     passing = _collect(rejections, phase1.check_visible(kept, problems, executor.run_batch))
     if cfg.keep_passing_visible:
         kept = [p for p in kept if p.program_id in passing]
-    return candidates, kept, passing
+    return (candidates, completions), kept, passing
+
+
+def program_sampling(cfg: PipelineConfig, round_seed: int) -> SamplingConfig:
+    """How phase 1 samples the K programs (phase 5 reuses them for `solve` when it matches)."""
+    return SamplingConfig(n=cfg.num_programs, temperature=cfg.program_temperature, max_tokens=cfg.program_max_tokens,
+                          seed=round_seed)  # fmt: skip
 
 
 def _phase_2(problems, kept, generator: Generator, executor, cfg: PipelineConfig, round_seed: int, rejections: list):
@@ -201,5 +221,5 @@ def score_rollouts(
 ) -> list[list[tuple[float, str | None]]]:
     """Per task, per completion: (reward, parse-failure reason or None); one executor batch."""
     items = [(task, c if isinstance(c, str) else c.text) for task, group in zip(tasks, completions) for c in group]
-    flat = iter(score_batch(items, executor.run_batch, cfg.format_penalty, cfg.partial_credit))
+    flat = iter(score_batch(items, executor.run_batch, cfg.format_penalty, cfg.partial_credit, cfg.solve_reward))
     return [[next(flat) for _ in group] for group in completions]

@@ -69,10 +69,12 @@ def with_prompt_imports(problem: Problem, code: str) -> str:
 
 def generate_programs(
     problems: Sequence[Problem], generator: Generator, sampling: SamplingConfig
-) -> tuple[list[Program], list[Rejection]]:
-    """K completions per problem -> programs that parse and define the entry point."""
+) -> tuple[tuple[list[Program], dict], list[Rejection]]:
+    """K completions per problem -> (programs that parse and define the entry point,
+    problem id -> all K completions as sampled), rejections."""
     outputs = generator.generate([user_message(program_prompt(p)) for p in problems], sampling)
     programs, rejections = [], []
+    by_problem = {problem.task_id: tuple(group) for problem, group in zip(problems, outputs)}
     for problem, completions in zip(problems, outputs):
         for i, comp in enumerate(completions):
             pid = f"{problem.task_id}#p{i}"
@@ -81,7 +83,7 @@ def generate_programs(
                 rejections.append(Rejection("program", reason, problem.task_id, pid, detail=comp.text[:200]))
                 continue
             programs.append(Program(problem.task_id, pid, with_prompt_imports(problem, code), problem.entry_point))
-    return programs, rejections
+    return (programs, by_problem), rejections
 
 
 def canonical_programs(problems: Sequence[Problem]) -> list[Program]:

@@ -12,25 +12,29 @@ from __future__ import annotations
 
 from typing import Sequence
 
-from unified.kinds import BuildOptions, kind_of
+from unified.kinds import BuildOptions, kind_of, raw_answer
 from unified.pipeline.extract import answer_text
 from unified.types import Task
 
 def parse_answer(task: Task, text: str) -> tuple[object, str | None]:
     """(what the answer says, None) or (None, reason): what the kind's `parse` reads from
-    the text inside the last <answer> block (a value, an argument tuple, a program...)."""
-    answer = answer_text(text)
+    the text inside the last <answer> block (a value, an argument tuple, a program...), or
+    from the whole text for a kind whose prompt asks for no tag (`solve`)."""
+    answer = text if raw_answer(kind_of(task.kind)) else answer_text(text)
     if answer is None:
         return None, "no_answer"
     return kind_of(task.kind).parse(task, answer)
 
 
-def reward_from_results(task: Task, parsed: object, results: Sequence, partial_credit: bool = False) -> float:
-    return kind_of(task.kind).reward(task, parsed, results, BuildOptions(partial_credit=partial_credit))
+def reward_from_results(task: Task, parsed: object, results: Sequence, partial_credit: bool = False,
+                        solve_reward: str = "binary") -> float:  # fmt: skip
+    opts = BuildOptions(partial_credit=partial_credit, solve_reward=solve_reward)
+    return kind_of(task.kind).reward(task, parsed, results, opts)
 
 
 def score_batch(
-    items: Sequence[tuple[Task, str]], run_batch, format_penalty: float = 0.0, partial_credit: bool = False
+    items: Sequence[tuple[Task, str]], run_batch, format_penalty: float = 0.0, partial_credit: bool = False,
+    solve_reward: str = "binary",
 ) -> list[tuple[float, str | None]]:
     """Rewards for (task, completion text) pairs, executing everything in one batch;
     `partial_credit`: kinds that can give a share of the reward do."""
@@ -47,7 +51,7 @@ def score_batch(
         if reason is not None:
             out.append((float(format_penalty), reason))
         else:
-            out.append((reward_from_results(task, value, results[lo:hi], partial_credit), None))
+            out.append((reward_from_results(task, value, results[lo:hi], partial_credit, solve_reward), None))
     return out
 
 

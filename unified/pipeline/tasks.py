@@ -10,7 +10,7 @@ from __future__ import annotations
 from itertools import zip_longest
 from typing import Sequence
 
-from unified.kinds import BuildOptions, kind_of
+from unified.kinds import BuildOptions, kind_of, per_problem
 from unified.types import IOTriple, Problem, Program, Rejection, Task
 
 
@@ -21,13 +21,14 @@ def build_tasks(
     task_types: Sequence[str],
     opts: BuildOptions,
 ) -> tuple[list[Task], list[Rejection]]:
-    """All candidate tasks of the round (phase 4 filters them), in a stable order."""
+    """All candidate tasks of the round (phase 4 filters them), in a stable order: per
+    problem first the kinds that build one task per problem, then per program the others."""
+    tasks, rejections = _per_problem_tasks(problems, programs, task_types, opts)
     by_problem = {p.task_id: p for p in problems}
     by_program: dict[str, list[IOTriple]] = {}
     for t in triples:
         by_program.setdefault(t.program_id, []).append(t)
-    kinds = [kind_of(name) for name in task_types]
-    tasks, rejections = [], []
+    kinds = [kind_of(name) for name in task_types if not per_problem(kind_of(name))]
     for program in programs:
         mine = by_program.get(program.program_id, [])
         if not mine:
@@ -36,4 +37,14 @@ def build_tasks(
         for turn in zip_longest(*(made for made, _ in built)):
             tasks.extend(t for t in turn if t is not None)
         rejections.extend(r for _, rejected in built for r in rejected)
+    return tasks, rejections
+
+
+def _per_problem_tasks(problems, programs, task_types, opts: BuildOptions) -> tuple[list[Task], list[Rejection]]:
+    tasks, rejections = [], []
+    for kind in [kind_of(name) for name in task_types if per_problem(kind_of(name))]:
+        for problem in problems:
+            made, rejected = kind.build_problem(problem, [p for p in programs if p.problem_id == problem.task_id], opts)
+            tasks += made
+            rejections += rejected
     return tasks, rejections

@@ -105,7 +105,7 @@ def _check_each(tasks: Sequence[Task], outputs: dict, partial_credit: bool) -> d
             rejected[task.task_id] = ("trivial", "")
         elif (task.kind, task.prompt) in seen_prompts:
             rejected[task.task_id] = ("duplicate", "")
-        elif not gold_earns_one(task, partial_credit):
+        elif task.gold and not gold_earns_one(task, partial_credit):  # no gold: nothing to check (solve)
             rejected[task.task_id] = ("gold_mismatch", task.gold[:200])
         seen_prompts.add((task.kind, task.prompt))
     return rejected

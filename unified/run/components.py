@@ -48,6 +48,8 @@ class Components:
     resumed_from: Path | None
     ledger: object = None  # telemetry.ComputeLedger: device-seconds and tokens per role, cumulative
     eval_history: list = field(default_factory=list)  # [(cumulative compute, pass@1)] for the ScaleRL fit
+    dtype: str = "float32"  # the compute dtype model.dtype resolved to (policy and engine alike)
+    colocation: object = None  # run.colocate.Colocation: the engine sleeps during phase 5's update
 
     @property
     def checkpoint_dir(self) -> Path:
@@ -105,10 +107,11 @@ def check_inputs(cfg: DictConfig) -> Inputs:
 def build_components(cfg: DictConfig, inputs: Inputs) -> Components:
     from unified.models.resolve import load_tokenizer
     from unified.pipeline.benchmarks import with_expected_outputs
+    from unified.run.colocate import Colocation, resolve_sleep
     from unified.run.telemetry import ComputeLedger
     from unified.sandbox.executors import build_executor
     from unified.trainer.aggregator import build_aggregator
-    from unified.trainer.distributed import init_distributed
+    from unified.trainer.distributed import init_distributed, resolve_dtype
     from unified.trainer.policy import build_policy_from_config
 
     t = cfg.trainer
@@ -124,20 +127,22 @@ def build_components(cfg: DictConfig, inputs: Inputs) -> Components:
     problems = tuple(with_expected_outputs(inputs.problems[info.rank :: info.world_size], executor.run_batch))
     all_ids = tuple(p.task_id for p in inputs.problems)
     tokenizer = load_tokenizer(model_path)
+    dtype = resolve_dtype(cfg.model.dtype, info.device.type, t.deterministic)
     try:
         policy = build_policy_from_config(cfg.model, inputs.policy_path, info.device, tuning=inputs.tuning,
-                                          adapter_dir=inputs.adapter_dir)  # fmt: skip
+                                          adapter_dir=inputs.adapter_dir, dtype=dtype)  # fmt: skip
     except ValueError as exc:  # e.g. a checkpoint's adapter that does not match the tuning config
         raise UserError(str(exc)) from None
     rollout = typed(cfg, "rollout")
-    engine = resident_engine(rollout, model_path, cfg.model.dtype, cfg.seed + info.rank)
+    engine = resident_engine(rollout, model_path, dtype, cfg.seed + info.rank)
     algorithm = typed(cfg, "algorithm")
     aggregator = build_aggregator(algorithm, policy, snapshot_dir=out_dir / "snapshots")
     ledger = ComputeLedger()
     start, history = _restore(resume, aggregator, engine, ledger, info.rank) if resume is not None else (1, [])
     return Components(
         cfg, info, problems, all_ids, tokenizer, policy, engine, executor, aggregator, algorithm,
-        rollout, inputs.pipeline, out_dir, start, resume, ledger, history,
+        rollout, inputs.pipeline, out_dir, start, resume, ledger, history, dtype,
+        Colocation(engine, resolve_sleep(rollout.sleep_between_phases, rollout.backend)),
     )  # fmt: skip
 
 

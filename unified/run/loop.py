@@ -80,16 +80,18 @@ def run_round(run: Components, runlog: RunLog, r: int, stop: StopRequest) -> boo
         save(run, r - 1)
         return False
     with runlog.phase(r, "phase_5") as t5:
-        result, rows = phase_5(run, r, data.tasks)
+        result, rows = phase_5(run, r, data)
     gc.collect()  # free between rounds; the engine stays
     if torch.cuda.is_available():
         torch.cuda.empty_cache()
     scalars = {**metrics.pipeline_metrics(all_data), **metrics.rollout_metrics(rows)}
     scalars.update(metrics.train_metrics(metrics.gather(result.train)))
+    scalars["train/reused_groups"] = all_reduce_int(result.reused_groups, "sum")
     scalars.update(_pass_at_k(run, data))
     scalars.update(_compute_and_fit(run, scalars, r))
     scalars.update(metrics.executor_metrics(run.executor))  # executor/: this round's sandbox calls and timeouts by kind
     scalars.update(metrics.state_metrics(run.aggregator, run.engine, memory_stats()))
+    scalars.update(metrics.colocation_metrics(run.colocation))  # memory/gpu_update_gib (CUDA), engine/sleeps
     if run.dist.world_size > 1:
         scalars["engine/ranks_agree"] = _engines_agree(run)
     scalars.update({"time/phase_1_4": t14["seconds"], "time/phase_5": t5["seconds"], "time/push": result.train.push_s,
@@ -115,9 +117,9 @@ def phases_1_to_4(run: Components, r: int):
     return data, all_data
 
 
-def phase_5(run: Components, r: int, tasks) -> tuple[Phase5Result, list[Rollout]]:
+def phase_5(run: Components, r: int, data) -> tuple[Phase5Result, list[Rollout]]:
     """Rollouts, rewards and updates on this rank's tasks; every rank's rollout rows."""
-    result = Phase5Result((), UpdateStats(), {})
+    result, tasks = Phase5Result((), UpdateStats(), {}), data.tasks
     if all_reduce_int(len(tasks), "sum") == 0:
         log.warning("round %d: no valid tasks, phase 5 skipped", r)
     else:
@@ -125,12 +127,27 @@ def phase_5(run: Components, r: int, tasks) -> tuple[Phase5Result, list[Rollout]
         with _bar(f"round {r} phase 5", None, run) as bar, phase_engine(run) as engine:
             result = run_phase_5(tasks, engine, run.executor, run.aggregator, run.algorithm, run.pipeline, sampling,
                                  round_index=r, pad_token_id=run.tokenizer.pad_token_id, on_chunk=bar.update,
-                                 update_weights=run.cfg.trainer.update_weights, ledger=run.ledger)  # fmt: skip
+                                 update_weights=run.cfg.trainer.update_weights, ledger=run.ledger,
+                                 reuse=_phase_1_groups(run, data, sampling), colocation=run.colocation)  # fmt: skip
     rows = [row for part in metrics.gather(list(result.rollouts)) for row in part]
     if run.dist.is_main:
         write_rows(run.out_dir / f"round_{r}", "rollouts", [asdict(row) for row in rows])
     log.info("round %d: phase 5 on %d rollouts, %d optimizer step(s)", r, len(rows), result.train.steps)
     return result, rows
+
+
+def _phase_1_groups(run: Components, data, sampling) -> dict:
+    """Phase 1's samples by prompt text, when phase 1 sampled exactly as phase 5 would
+    (n, temperature, top-p, budget): the `solve` kind's groups need no second generation."""
+    from unified.pipeline.phases import program_sampling
+    from unified.pipeline.programs import program_prompt
+
+    phase_1 = program_sampling(run.pipeline, 0)
+    if (phase_1.n, phase_1.temperature, phase_1.top_p, phase_1.max_tokens) != (
+            sampling.n, sampling.temperature, sampling.top_p, sampling.max_tokens):  # fmt: skip
+        return {}
+    prompts = {p.task_id: program_prompt(p) for p in data.problems}
+    return {prompts[pid]: group for pid, group in data.program_completions.items() if pid in prompts}
 
 
 def _pass_at_k(run: Components, data) -> dict:
@@ -191,12 +208,24 @@ def _announce(run: Components, runlog: RunLog) -> None:
     log.info("run %s: %s on model %s%s, %d problems over %d rank(s), engine %s (engine creations: %d)",
              run.out_dir, run.algorithm.adv_estimator, metrics.model_label(run.cfg), weights, len(run.all_problem_ids),
              run.dist.world_size, run.rollout.backend, engine_creations())  # fmt: skip
+    log.info("compute dtype %s (model.dtype=%s%s): policy %s, engine %s", run.dtype, run.cfg.model.dtype,
+             _dtype_reason(run), "under autocast, float32 master weights" if run.policy.autocast else "as is", run.dtype)  # fmt: skip
     if run.pipeline.seed_programs == "canonical":
         log.info("pipeline.seed_programs=canonical: each problem's reference solution is added to the model's own "
                  "programs to build tasks from (the embedded tiny model writes noise); pipeline.seed_programs=none turns it off")  # fmt: skip
     log.info(metrics.legend_line())
     if run.start_round > run.cfg.trainer.rounds:
         log.info("the checkpoint already covers round %d of %d: nothing to run", run.start_round - 1, run.cfg.trainer.rounds)
+
+
+def _dtype_reason(run: Components) -> str:
+    from unified.trainer.distributed import cpu_has_bf16
+
+    if run.cfg.model.dtype != "auto" or run.dist.device.type == "cuda":
+        return ""
+    if run.cfg.trainer.deterministic:
+        return "; trainer.deterministic keeps float32"
+    return "; this CPU has bf16 units" if cpu_has_bf16() else "; this CPU has no bf16 units"
 
 
 def _finish(run: Components, runlog: RunLog) -> None:

@@ -50,8 +50,16 @@ def merge_rounds(parts: Sequence):
     joined = {f: tuple(x for p in parts for x in getattr(p, f))
               for f in ("problems", "program_candidates", "programs", "triples", "candidate_tasks", "tasks", "rejections")}  # fmt: skip
     pass_at_1 = {k: v for p in parts for k, v in p.pass_at_1.items()}
+    completions = {k: v for p in parts for k, v in p.program_completions.items()}
     timings = {k: max(p.timings.get(k, 0.0) for p in parts) for k in first.timings}
-    return replace(first, pass_at_1=pass_at_1, timings=timings, **joined)
+    return replace(first, pass_at_1=pass_at_1, timings=timings, program_completions=completions, **joined)
+
+
+def colocation_metrics(colocation) -> dict:
+    """This round's `memory/gpu_update_gib` (the most over ranks; CUDA only) and
+    `engine/sleeps` (run.colocate.Colocation); a collective: every rank calls it."""
+    parts = gather(colocation.round_metrics() if colocation is not None else {})
+    return {k: max(p.get(k, 0) for p in parts) for k in parts[0]}
 
 
 def pipeline_metrics(data) -> dict:
@@ -98,7 +106,8 @@ def train_metrics(parts: Sequence[UpdateStats]) -> dict:
             out[name] = value
     first = parts[0]  # the global grad norm and the step count are the same on every rank
     out.update({"train/grad_norm": first.grad_norm, "train/steps": first.steps, "train/skipped_nonfinite": first.skipped_nonfinite})
-    for key in ("samples", "used", "dropped_stale", "dropped_empty", "tokens"):
+    for key in ("samples", "used", "dropped_stale", "dropped_empty", "tokens", "groups", "groups_used",
+                "zero_variance_groups", "dropped_zero_variance"):  # fmt: skip
         out[f"train/{key}"] = sum(getattr(p, key) for p in parts)
     return out
 
@@ -146,12 +155,14 @@ def summary_line(round_index: int, rounds: int, m: dict, algorithm: str | None =
     kept = "/".join(str(m.get(f"tasks/kept_{k}", 0)) for k in kinds.KINDS)
     letters = "/".join(k.LETTER for k in kinds.KINDS.values())
     pushes = int(m.get("train/steps") or 0)
+    signal = f"{int(m['train/groups_used'])}/{int(m['train/groups'])}" if m.get("train/groups") else "-"
+    gpu = f" | gpu@update {m['memory/gpu_update_gib']:.2f} GiB" if "memory/gpu_update_gib" in m else ""
     per_push = f"{m['time/push'] / pushes:.2f}s" if pushes and m.get("time/push") is not None else "-"
     return (
         f"round {round_index}/{rounds}{' ' + algorithm if algorithm else ''} | tasks {letters} {kept} | "
-        f"reward {f('reward/mean')} | pass@1 {f('eval/pass@1')} | loss {f('losses/total', '{:.4f}')} | "
+        f"reward {f('reward/mean')} | signal {signal} | pass@1 {f('eval/pass@1')} | loss {f('losses/total', '{:.4f}')} | "
         f"v{m.get('weights/version')} | pushes {pushes} x {per_push} | engine creations {m.get('engine/creations')} | "
-        f"{f('time/round', '{:.1f}')}s | rss {f('memory/rss_gib', '{:.2f}')} GiB"
+        f"{f('time/round', '{:.1f}')}s | rss {f('memory/rss_gib', '{:.2f}')} GiB{gpu}"
     )
 
 
@@ -159,9 +170,10 @@ def legend_line() -> str:
     letters, names = "/".join(k.LETTER for k in kinds.KINDS.values()), "/".join(kinds.KINDS)
     return (
         f"each round prints: tasks {letters} = {names} tasks kept after validation | "
-        "reward = mean phase-5 rollout reward | pass@1 = greedy pass@1 on the hidden tests at the round's start | "
+        "reward = mean phase-5 rollout reward | signal = groups whose rewards differ (they train) / groups | pass@1 = greedy pass@1 on the hidden tests at the round's start | "
         "loss = training loss | vN = weight version (optimizer steps so far) | pushes K x S = weight pushes into the "
-        "engine this round x seconds per push | engine creations (stays 1) | round seconds | rss = process memory"
+        "engine this round x seconds per push | engine creations (stays 1) | round seconds | rss = process memory | "
+        "gpu@update = GPU memory in use at the update's peak (CUDA only; the engine asleep under rollout.sleep_between_phases)"
     )
 
 

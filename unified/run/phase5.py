@@ -19,7 +19,7 @@ import math
 import time
 from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, replace
-from typing import Callable, Sequence
+from typing import Callable, Mapping, Sequence
 
 from unified.pipeline.phases import PipelineConfig, score_rollouts
 from unified.trainer.aggregator import Aggregator
@@ -28,7 +28,7 @@ from unified.trainer.engine import Engine, SamplingConfig
 from unified.schema import AlgorithmConfig
 from unified.trainer.update import train_on_samples
 from unified.trainer.update_stats import UpdateStats, merge_chunks
-from unified.types import Rollout, Sample, Task
+from unified.types import Completion, Rollout, Sample, Task
 
 
 @dataclass(frozen=True)
@@ -36,6 +36,7 @@ class Phase5Result:
     rollouts: tuple[Rollout, ...]  # one per completion (Parquet: rollouts.parquet)
     train: UpdateStats  # this rank's update, merged over the chunks
     seconds: dict  # generate / score / train
+    reused_groups: int = 0  # groups taken from phase 1's samples instead of a new generation
 
 
 def tasks_per_chunk(aggregator: Aggregator, algorithm: AlgorithmConfig, n: int) -> int:
@@ -58,30 +59,57 @@ def run_phase_5(
     on_chunk: Callable[[], object] | None = None,
     update_weights: bool = True,
     ledger=None,
+    reuse: Mapping[str, Sequence[Completion]] | None = None,
+    colocation=None,
 ) -> Phase5Result:
     """`update_weights=False` is the no-training control: the same rollouts and rewards, no
-    step. `ledger` (telemetry.ComputeLedger) accumulates the update's compute."""
+    step. `ledger` (telemetry.ComputeLedger) accumulates the update's compute. `reuse`:
+    prompt text -> completions already sampled from it with these sampling settings (phase
+    1's programs for the `solve` kind); a task with that prompt takes them as its group
+    instead of a new generation while their weight version is fresh enough (`_reusable`).
+    `colocation` (run/colocate.py): the engine sleeps during the update, wakes to be pushed to."""
     size = tasks_per_chunk(aggregator, algorithm, sampling.n)
+    steps = max(1, (aggregator.max_staleness + 1) // max(1, algorithm.ppo_epochs))
     rows: list[Rollout] = []
     summaries: list[UpdateStats] = []
     seconds = {"generate": 0.0, "score": 0.0, "train": 0.0}
+    reused_groups = 0
     for c in range(all_reduce_int(math.ceil(len(tasks) / size), "max")):  # every rank runs as many chunks
         chunk = list(tasks[c * size : (c + 1) * size])
         seed = None if sampling.seed is None else sampling.seed + 1000 * c
         with _timed(seconds, "generate"):
-            outputs = engine.generate([t.messages for t in chunk], replace(sampling, seed=seed)) if chunk else []
+            outputs, reused = _generate(chunk, engine, replace(sampling, seed=seed), _reusable(reuse, aggregator, steps))
+        reused_groups += reused
         with _timed(seconds, "score"):
             scores = score_rollouts(chunk, outputs, executor, pipeline) if chunk else []
         samples, rollouts = _scored(chunk, outputs, scores, round_index)
         rows += rollouts
         with _timed(seconds, "train"):
             if update_weights:
-                with ledger.measure("update", _tokens(samples)) if ledger is not None else nullcontext():
+                with ledger.measure("update", _tokens(samples)) if ledger is not None else nullcontext(), \
+                        colocation.session() if colocation is not None else nullcontext():
                     summaries.append(train_on_samples(samples, aggregator, algorithm, engine=engine, pad_token_id=pad_token_id,
-                                                      temperature=sampling.temperature))  # fmt: skip
+                                                      temperature=sampling.temperature, turns=colocation))  # fmt: skip
         if on_chunk is not None:
             on_chunk()
-    return Phase5Result(tuple(rows), merge_chunks(summaries), seconds)
+    return Phase5Result(tuple(rows), merge_chunks(summaries), seconds, reused_groups)
+
+
+def _reusable(reuse, aggregator: Aggregator, steps: int) -> dict:
+    """The reusable groups whose samples are still within `max_staleness` at the chunk's
+    last optimizer step (version now + steps - 1)."""
+    if not reuse:
+        return {}
+    limit = aggregator.version + steps - 1 - aggregator.max_staleness
+    return {prompt: group for prompt, group in reuse.items() if group and min(c.version for c in group) >= limit}
+
+
+def _generate(chunk: Sequence[Task], engine: Engine, sampling: SamplingConfig, reusable: dict) -> tuple[list, int]:
+    """Each task's group (reused where `reusable` holds its prompt, else one engine call for
+    the rest) and how many were reused."""
+    todo = [t for t in chunk if t.prompt not in reusable]
+    fresh = iter(engine.generate([t.messages for t in todo], sampling) if todo else [])
+    return [list(reusable[t.prompt]) if t.prompt in reusable else next(fresh) for t in chunk], len(chunk) - len(todo)
 
 
 def _scored(chunk: Sequence[Task], outputs, scores, round_index: int) -> tuple[list[Sample], list[Rollout]]:

@@ -59,6 +59,9 @@ def train_on_samples(
     if cfg.use_kl_loss and ref_policy is None:
         raise ValueError("use_kl_loss needs a ref_policy (a frozen build_policy(..., trainable=False))")
     kept, turns = [s for s in samples if s.token_ids], turns or Turns()
+    dropped_empty, signal = len(samples) - len(kept), group_signal(kept)
+    if cfg.zero_variance == "drop":  # no gradient under a group baseline: no forward for them
+        kept = [s for s in kept if signal[s.group]]
     advantages = list(compute_advantages([s.reward for s in kept], response_mask_of(kept), [s.group for s in kept], cfg)) if kept else []
     per_step = cfg.micro_batch_size * aggregator.accum_steps * aggregator.update_steps
     record, dropped_before, used = _Record(), aggregator.dropped_stale, 0
@@ -78,10 +81,23 @@ def train_on_samples(
     return record.stats(
         samples=len(samples),
         used=used,
-        dropped_empty=len(samples) - len(kept),
+        dropped_empty=dropped_empty,
         dropped_stale=aggregator.dropped_stale - dropped_before,
+        groups=len(signal),
+        groups_used=sum(signal.values()),
+        zero_variance_groups=len(signal) - sum(signal.values()),
+        dropped_zero_variance=sum(not signal[s.group] for s in samples if s.token_ids) if cfg.zero_variance == "drop" else 0,
         version=aggregator.version,
     )
+
+
+def group_signal(samples: Sequence[Sample]) -> dict:
+    """group -> True when its rewards differ, or it has one sample (no group baseline to
+    cancel it: n=1 estimators such as REINFORCE++ compare across groups)."""
+    rewards: dict = {}
+    for s in samples:
+        rewards.setdefault(s.group, []).append(s.reward)
+    return {g: len(r) == 1 or max(r) > min(r) for g, r in rewards.items()}
 
 
 def step_and_push(aggregator: Aggregator, engine: Engine | None, retries: int = 1,
@@ -149,13 +165,14 @@ def _micro_batch_loss(batch: MicroBatch, norm, policy: Policy, cfg: AlgorithmCon
                       record: _Record) -> torch.Tensor:  # fmt: skip
     """Forward, verl loss normalised over the micro-batch's contribution; metrics logged."""
     mb = batch.to(policy.device)
-    logp, entropy = token_logprobs_and_entropy(
-        policy.module, mb.input_ids, mb.attention_mask, mb.response_mask, temperature,
-        entropy_grad=cfg.entropy_coeff != 0,
-    )
+    with policy.compute():
+        logp, entropy = token_logprobs_and_entropy(
+            policy.module, mb.input_ids, mb.attention_mask, mb.response_mask, temperature,
+            entropy_grad=cfg.entropy_coeff != 0,
+        )
     ref = None
     if cfg.use_kl_loss:
-        with torch.no_grad():
+        with torch.no_grad(), ref_policy.compute():
             ref, _ = token_logprobs_and_entropy(
                 ref_policy.module, mb.input_ids, mb.attention_mask, mb.response_mask, temperature, with_entropy=False
             )

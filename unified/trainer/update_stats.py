@@ -31,6 +31,10 @@ class UpdateStats:
     used: int = 0  # went through a forward pass
     dropped_empty: int = 0  # empty completions
     dropped_stale: int = 0  # older than max_staleness when their turn came
+    groups: int = 0  # prompt groups handed in
+    groups_used: int = 0  # groups whose rewards differ (they carry a gradient)
+    zero_variance_groups: int = 0  # groups whose answers all got one reward
+    dropped_zero_variance: int = 0  # samples of those groups left out (algorithm.zero_variance=drop)
     push_s: float = 0.0  # seconds spent pushing weights into the engine
     grad_norm: float = float("nan")  # mean global grad norm (before clipping) of the steps
     versions: tuple[int, ...] = ()  # the weight version after each step
@@ -38,7 +42,8 @@ class UpdateStats:
     losses: Mapping[str, float] = field(default_factory=dict)  # token-weighted means of verl's loss metrics
 
 
-COUNTS = ("steps", "skipped_nonfinite", "micro_batches", "tokens", "samples", "used", "dropped_empty", "dropped_stale", "push_s")
+COUNTS = ("steps", "skipped_nonfinite", "micro_batches", "tokens", "samples", "used", "dropped_empty", "dropped_stale",
+          "groups", "groups_used", "zero_variance_groups", "dropped_zero_variance", "push_s")  # fmt: skip
 
 
 def merge_chunks(parts: Sequence[UpdateStats]) -> UpdateStats:

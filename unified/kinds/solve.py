@@ -1,0 +1,95 @@
+"""Solve: the problem's own prompt -> a program, rewarded on the problem's VISIBLE examples.
+
+The prompt is phase 1's program prompt (`programs.program_prompt`), the one greedy pass@1
+is measured with, so what this kind trains is what the benchmark scores. The answer is the
+completion as the model writes it (a ```python block, no <answer> tag: `RAW_ANSWER`), read
+like phase 1 reads programs. The reward runs it on the visible examples only (hidden tests
+are for evaluation and never reach a task) and grades it (`BuildOptions.solve_reward`):
+
+    binary    1 when every visible example passes, else 0
+    fraction  the share of visible examples that pass
+    graded    1 pass, -0.3 a wrong value, -0.6 an error or timeout (CodeRL's outcome
+              classes); unreadable code gets the pipeline's `format_penalty` like any kind
+
+One task per problem (`PER_PROBLEM`): phase 3 calls `build_problem`, not `build`. Its
+gold is a model program that passes the visible examples, when phase 1 found one, else
+empty (nothing to check: the task still trains when its group has signal). Phase 1 already
+sampled this prompt K times; phase 5 reuses those completions as the group when their
+weight version is current and the sampling settings match (`run/phase5.py`).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Sequence
+
+from unified.kinds.base import BuildOptions, cases_passed, code_block, new_task
+from unified.pipeline.extract import code_key, extract_program
+from unified.pipeline.programs import program_prompt, with_prompt_imports
+from unified.sandbox.exec_types import ExecCall
+from unified.types import IOTriple, Problem, Program, Rejection, Task
+
+NAME, LETTER = "solve", "S"
+PER_PROBLEM = True  # one task per problem, from `build_problem`
+RAW_ANSWER = True  # the completion itself is the answer (the benchmark's format)
+REWARDS = ("binary", "fraction", "graded")
+GRADED = {"pass": 1.0, "wrong": -0.3, "error": -0.6}
+
+
+def build_problem(problem: Problem, programs: Sequence[Program], opts: BuildOptions) -> tuple[list[Task], list[Rejection]]:
+    """The problem's solve task; `programs` are phase 1's for this problem (the first one
+    that passes the visible examples becomes the gold)."""
+    cases = [c for c in problem.visible if c.expected is not None]
+    task_id = f"{problem.task_id}#solve:{NAME}:0"
+    if not cases:
+        return [], [Rejection("task", "too_few_pairs", problem.task_id, task_id, NAME, "no visible example with a value")]
+    passing = [p for p in programs if opts.visible_passing is None or p.program_id in opts.visible_passing]
+    code = passing[0].code if passing else ""
+    # the task belongs to the problem (id "<problem>#solve:solve:0"), whichever program is its gold
+    task = new_task(NAME, 0, problem, Program(problem.task_id, f"{problem.task_id}#solve", code, problem.entry_point),
+                    program_prompt(problem), code_block(code) if code else "", cases)  # fmt: skip
+    return [task], []
+
+
+def build(problem: Problem, program: Program, triples: Sequence[IOTriple], opts: BuildOptions) -> tuple[list[Task], list[Rejection]]:
+    return [], []  # PER_PROBLEM: phase 3 calls build_problem instead
+
+
+def parse(task: Task, answer: str) -> tuple[object, str | None]:
+    code, reason = extract_program(answer, task.entry_point)
+    if code is None:
+        return None, reason
+    # HumanEval prompts declare imports the answer often leaves out (as phase 1 adds them)
+    return with_prompt_imports(_prompt_problem(task), code), None
+
+
+def calls(task: Task, parsed: object) -> list[ExecCall]:
+    return [ExecCall(parsed, task.entry_point, case.args) for case in task.cases]
+
+
+def reward(task: Task, parsed: object, results: Sequence, opts: BuildOptions) -> float:
+    passed = cases_passed(task, results)
+    if not passed:
+        return 0.0 if opts.solve_reward != "graded" else GRADED["error"]
+    if opts.solve_reward == "fraction":
+        return sum(passed) / len(passed)
+    if opts.solve_reward == "graded":
+        if all(passed):
+            return GRADED["pass"]
+        return GRADED["error"] if any(not r.ok for r in results) else GRADED["wrong"]
+    return float(all(passed))
+
+
+def is_trivial(task: Task, program_outputs: Sequence) -> bool:
+    return False
+
+
+def gold_is_own(task: Task, parsed_gold: object) -> bool:
+    return code_key(parsed_gold) == code_key(with_prompt_imports(_prompt_problem(task), task.program))
+
+
+def _prompt_problem(task: Task) -> Problem:
+    """Enough of a Problem for `with_prompt_imports`: the code a code prompt quotes (HumanEval's
+    signature and docstring, with its imports), or the prose of an MBPP prompt (no imports)."""
+    quoted = re.search(r"```python\n(.*?)\n```", task.prompt, re.S)
+    return Problem(task.problem_id, "", quoted.group(1) if quoted else "", task.entry_point, ())
