@@ -68,6 +68,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--max-model-len", type=_positive("--max-model-len"), default=None, help="default min(4096, the model's)")
     p.add_argument("--batch-size", type=_positive("--batch-size"), default=16, help="problems per batch (results are saved after each)")
     p.add_argument("--dtype", default="auto")
+    p.add_argument("--n", type=_positive("--n"), default=1, help="also sample N programs per problem and report unbiased pass@k (k=1,4,16,...,N)")
+    p.add_argument("--temperature", type=float, default=1.0, help="sampling temperature of the --n samples (greedy pass@1 is always measured too)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--workers", type=_positive("--workers"), default=2, help="sandbox worker processes")
     p.add_argument("-v", "--verbose", action="store_true", help="keep vLLM/torch start-up messages")
@@ -148,7 +150,7 @@ def evaluate_model(args, problems: list) -> int:
     model_dir, name = _resolve(args.model)
     max_tokens, source = (args.max_tokens, "--max-tokens") if args.max_tokens else model_budget(args.model, model_dir)
     settings = {"benchmark": args.benchmark, "source": args.source, "model": model_dir, "model_arg": args.model or "tiny",
-                "max_tokens_from": source}  # fmt: skip
+                "max_tokens_from": source, "sampling": {"n": args.n, "temperature": args.temperature} if args.n > 1 else None}  # fmt: skip
     key = _key(model_dir, args, max_tokens)
     out = Path(args.output or Path("logs") / "eval" / f"{args.benchmark}-{name}-{key}")
     _check_output(out, resume=args.resume)
@@ -174,6 +176,8 @@ def _key(model_dir: str, args, max_tokens: int) -> str:
     weights = sorted((f.name, f.stat().st_size, f.stat().st_mtime_ns) for f in folder.iterdir()
                      if f.suffix in (".safetensors", ".bin", ".gguf", ".pt"))  # fmt: skip
     ident = [str(folder), weights, args.benchmark, args.source, max_tokens, args.max_model_len, args.seed]
+    if args.n > 1:  # sampled pass@k: its own folder per (n, temperature)
+        ident += [args.n, args.temperature]
     return hashlib.sha256(json.dumps(ident, default=str).encode()).hexdigest()[:10]
 
 

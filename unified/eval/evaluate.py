@@ -152,7 +152,7 @@ def resolve_eval_model(path: str | None) -> str:
         local = Path(str(path)).expanduser()
         if looks_local(path) and not local.exists():
             raise UserError(f"model path {str(path)!r} does not exist: give a model folder, a checkpoint folder, or a Hugging Face id")
-        if local.is_dir() and not (local / "config.json").exists():
+        if local.is_dir() and not (local / "config.json").exists() and not (local / "compact.json").exists():
             latest = local / "latest"
             if latest.is_file():
                 local = local / latest.read_text().strip()

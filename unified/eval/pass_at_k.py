@@ -45,6 +45,28 @@ def pass_at_k(counts: dict[str, int], n: int, ks: Sequence[int]) -> dict[int, li
     return {k: [float(x) for x in estimate_pass_at_k(n, c, k)] for k in ks if 1 <= k <= n}
 
 
+def sampled_counts(problems, engine, executor, n: int, temperature: float, max_tokens: int, seed: int | None = 0) -> dict[str, int]:
+    """task_id -> how many of `n` samples at `temperature` (phase 1's program prompt and
+    extraction) pass every hidden case: what `pass_at_k` needs for a model, not a round."""
+    from unified.eval.evaluate import _needs_expected
+    from unified.pipeline.benchmarks import with_expected_outputs
+    from unified.pipeline.programs import generate_programs
+    from unified.types import SamplingConfig
+
+    problems = list(problems)
+    if _needs_expected(problems):
+        problems = with_expected_outputs(problems, executor.run_batch)
+    sampling = SamplingConfig(n=n, temperature=temperature, max_tokens=max_tokens, seed=seed)
+    (programs, _), _ = generate_programs(problems, engine, sampling)
+    return correct_counts(problems, programs, executor)
+
+
+def ks_up_to(n: int) -> list[int]:
+    """The k reported for n samples: 1 and the powers of 4 up to n, and n itself (1, 4, 16)."""
+    ks = [1] + [4**i for i in range(1, 8) if 4**i <= n]
+    return ks + ([n] if n not in ks else [])
+
+
 def round_pass_at_k(data, executor, n: int, ks: Sequence[int]) -> dict[int, list[float]]:
     """This rank's per-problem estimates for one round's RoundData (model samples only)."""
     programs = [p for p in data.program_candidates if p.source == "model"]

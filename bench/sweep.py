@@ -1,0 +1,80 @@
+"""The recipe sweep on the TUNE split: each configuration trained with the same budget
+(problems, rounds, group size, token budget), its greedy pass@1 gain over the untrained
+model on the same problems, every configuration in one JSON.
+
+    python bench/sweep.py [--problems 40] [--rounds 3] [--only NAME,...] [--collect]
+
+Configurations are `CONFIGS` below (name -> key=value overrides of the default recipe).
+Each runs through bench/test_time_gain.py (`--split tune --seeds 0`), so it resumes and
+writes the same keys; the untrained model's evaluation is made once and shared. Writes
+logs/bench/sweep.json (copy it to docs/results/sweep.json with the report).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+
+CONFIGS: dict[str, list[str]] = {
+    "top4_lr1e-5": ["tuning=top_layers", "algorithm.lr=1e-5"],
+    "top4_lr1e-6": ["tuning=top_layers", "algorithm.lr=1e-6"],
+    "lora16_lr1e-4": ["tuning=lora", "algorithm.lr=1e-4"],
+    "lora16_lr1e-5": ["tuning=lora", "algorithm.lr=1e-5"],
+    "top4_lr1e-5_fp0": ["tuning=top_layers", "algorithm.lr=1e-5", "pipeline.format_penalty=0.0"],
+    "top4_lr1e-5_graded": ["tuning=top_layers", "algorithm.lr=1e-5", "pipeline.solve_reward=graded"],
+    "top4_lr1e-5_T1": ["tuning=top_layers", "algorithm.lr=1e-5", "rollout.temperature=1.0"],
+    "top4_lr1e-5_n8": ["tuning=top_layers", "algorithm.lr=1e-5", "rollout.n=8"],
+    "solve+induction": ["tuning=top_layers", "algorithm.lr=1e-5", "pipeline.task_types=[solve,induction]"],
+    "ttrlvr": ["tuning=top_layers", "algorithm.lr=1e-5", "pipeline.task_types=[induction,deduction,abduction]"],
+}
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--problems", type=int, default=40)
+    p.add_argument("--rounds", type=int, default=3)
+    p.add_argument("--only", default="", help="comma-separated configuration names (default: all)")
+    p.add_argument("--collect", action="store_true")
+    p.add_argument("--runs-dir", default=str(REPO / "logs" / "bench" / "sweep"))
+    args = p.parse_args()
+    names = [n for n in (args.only.split(",") if args.only else CONFIGS) if n]
+    unknown = [n for n in names if n not in CONFIGS]
+    if unknown:
+        p.error(f"unknown configuration(s) {unknown}; known: {', '.join(CONFIGS)}")
+    runs = Path(args.runs_dir)
+    results = {}
+    for name in names:
+        out = runs / name
+        shared = runs / "before"
+        base = out / f"mbpp-tune-0+{args.problems}x{args.rounds}"
+        if shared.is_dir() and not (base / "before").exists():  # the untrained model's evaluation, made once
+            base.mkdir(parents=True, exist_ok=True)
+            shutil.copytree(shared, base / "before")
+        cmd = [sys.executable, str(REPO / "bench" / "test_time_gain.py"), "--split", "tune", "--problems", str(args.problems),
+               "--rounds", str(args.rounds), "--seeds", "0", "--runs-dir", str(out), "--output", str(out / "result.json"),
+               "--weights", str(out / "weights"), *(["--collect"] if args.collect else []), *CONFIGS[name]]  # fmt: skip
+        if subprocess.run(cmd, cwd=REPO, env={**os.environ, "PYTHONUNBUFFERED": "1"}).returncode != 0:
+            print(f"{name}: failed (its logs are under {out})", file=sys.stderr)
+        if (base / "before" / "eval_results.json").exists() and not shared.exists():
+            shutil.copytree(base / "before", shared)
+        result = json.loads((out / "result.json").read_text()) if (out / "result.json").exists() else {}
+        results[name] = {"overrides": CONFIGS[name], **{k: result.get(k) for k in (
+            "pass_at_1_before", "pass_at_1_after", "gain", "flips_gained", "flips_lost", "mcnemar_p", "ci95",
+            "sampled_pass_at_1_before", "sampled_pass_at_1_after", "headroom", "complete")}}  # fmt: skip
+    out = runs.parent / "sweep.json"
+    out.write_text(json.dumps({"split": "tune", "problems": args.problems, "rounds": args.rounds, "configs": results}, indent=1) + "\n")
+    for name, r in results.items():
+        print(f"{name:22s} gain {r['gain']}  flips +{r['flips_gained']}/-{r['flips_lost']}  p {r['mcnemar_p']}")
+    print(f"-> {out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

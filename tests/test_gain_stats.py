@@ -1,0 +1,40 @@
+"""The statistics a test-time result is reported with, against hand-computed values."""
+
+import pytest
+
+from unified.eval.gain_stats import flips, gain, mcnemar_exact_p, paired_bootstrap_ci, summary
+
+CONTROL = {"a": 0, "b": 0, "c": 1, "d": 1, "e": 0}
+
+
+def test_flips_and_gain():
+    after = {"a": 1, "b": 0, "c": 0, "d": 1, "e": 1}
+    assert flips(CONTROL, after) == (2, 1)
+    assert gain(CONTROL, after) == pytest.approx(1 / 5)
+
+
+@pytest.mark.parametrize("gained, lost, p", [
+    (0, 0, 1.0),
+    (5, 0, 2 * 0.5**5),          # 0.0625
+    (6, 0, 2 * 0.5**6),          # 0.03125
+    (7, 2, 2 * (1 + 9 + 36) / 512),  # P(X <= 2) for Bin(9, 1/2), two-sided
+    (3, 3, 1.0),
+])  # fmt: skip
+def test_mcnemar_exact(gained, lost, p):
+    assert mcnemar_exact_p(gained, lost) == pytest.approx(p)
+
+
+def test_bootstrap_interval_is_paired_and_covers_the_gain():
+    control = {str(i): 0 for i in range(100)}
+    seeds = [{str(i): int(i < 10) for i in range(100)}, {str(i): int(i < 6) for i in range(100)}]
+    lo, hi = paired_bootstrap_ci(control, seeds)
+    assert lo < 0.08 < hi and lo > 0  # mean gain 0.08; every problem moved up or not at all
+    same = paired_bootstrap_ci(control, [control])
+    assert same == (0.0, 0.0)
+
+
+def test_summary_pools_seeds():
+    s = summary(CONTROL, {0: {**CONTROL, "a": 1}, 1: {**CONTROL, "c": 0}})
+    assert s["gain_per_seed"] == [pytest.approx(0.2), pytest.approx(-0.2)] and s["gain"] == pytest.approx(0.0)
+    assert (s["flips_gained"], s["flips_lost"]) == (1, 1) and s["mcnemar_p"] == 1.0
+    assert s["per_seed"][0]["flips_gained"] == 1 and s["per_seed"][1]["flips_lost"] == 1

@@ -1,0 +1,113 @@
+"""Trained weights, small enough to commit: the bf16 bit-delta of the changed tensors over a base.
+
+    write_compact(trained_dir, "smollm2", resolve_model_path("smollm2"), "docs/results/weights/mbpp-seed0")
+    resolve_model_path("docs/results/weights/mbpp-seed0")   # a full HF folder, built once and cached
+
+The engine serves bfloat16 on this project's CPUs (and GPUs), so what a run measured is the
+bf16 rounding of its float32 weights. For each tensor training changed, the compact form
+stores the difference of the two bf16 bit patterns (trained minus base, as integers): a
+few ULPs at test-time learning rates, so it compresses to a fraction of the tensor.
+`materialize` adds it back onto the base's bf16 bits and writes a bf16 model folder (base
+files otherwise), which serves the same bits the run's engine served: a re-score gives the
+run's greedy outcomes. The base is named (`smollm2`, a folder or a hub id) and its weight
+digest is checked. Any path that `resolve_model_path` accepts can point at a compact folder.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from unified.errors import UserError
+
+FORMAT = "unified-bf16-delta/1"
+MANIFEST, DELTAS = "compact.json", "deltas.npz"
+
+
+def is_compact(path: str | Path) -> bool:
+    return (Path(path) / MANIFEST).is_file()
+
+
+def _weights(folder: Path) -> dict[str, torch.Tensor]:
+    from safetensors.torch import load_file
+
+    files = sorted(folder.glob("*.safetensors"))
+    if not files:
+        raise UserError(f"{folder} holds no .safetensors weights")
+    return {k: v for f in files for k, v in load_file(str(f)).items()}
+
+
+def _bits(t: torch.Tensor) -> np.ndarray:
+    """The bf16 bit pattern of `t` (rounded as the engine rounds: torch's to(bfloat16))."""
+    return t.to(torch.bfloat16).view(torch.int16).numpy().astype(np.int32)
+
+
+def weights_digest(folder: Path) -> str:
+    h = hashlib.sha256()
+    for f in sorted(Path(folder).glob("*.safetensors")):
+        with open(f, "rb") as fh:
+            for block in iter(lambda: fh.read(1 << 24), b""):
+                h.update(block)
+    return h.hexdigest()
+
+
+def write_compact(trained_dir: str | Path, base: str, base_dir: str | Path, out: str | Path, **extra) -> dict:
+    """Compact `trained_dir` (an HF folder or a checkpoint's `model/`) over the model `base`
+    names (resolved to `base_dir`); returns the manifest (`extra`: more keys for it, e.g. the
+    run's `program_max_tokens` budget)."""
+    base_dir = Path(base_dir)
+    trained, original = _weights(Path(trained_dir)), _weights(base_dir)
+    if set(trained) != set(original):
+        raise UserError(f"{trained_dir} and the base {base} hold different tensors: not a fine-tune of that base")
+    deltas = {}
+    for name in sorted(trained):
+        diff = _bits(trained[name]) - _bits(original[name])
+        if diff.any():
+            deltas[name] = diff.astype(np.int16) if np.abs(diff).max() < 2**15 else diff
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    np.savez_compressed(out / DELTAS, **{n.replace(".", "/"): d for n, d in deltas.items()})
+    manifest = {"format": FORMAT, "base": base, "base_sha256": weights_digest(base_dir), "dtype": "bfloat16",
+                "changed": sorted(deltas), "changed_parameters": int(sum(d.size for d in deltas.values())), **extra}  # fmt: skip
+    (out / MANIFEST).write_text(json.dumps(manifest, indent=1) + "\n")
+    return manifest
+
+
+def read_manifest(compact_dir: str | Path) -> dict:
+    manifest = json.loads((Path(compact_dir) / MANIFEST).read_text())
+    if manifest.get("format") != FORMAT:
+        raise UserError(f"{compact_dir}: unknown compact format {manifest.get('format')!r} (this version reads {FORMAT})")
+    return manifest
+
+
+def materialize(compact_dir: str | Path, base_dir: str | Path, cache: str | Path | None = None) -> str:
+    """A full bf16 HF folder for a compact folder over `base_dir` (the folder its manifest's
+    `base` resolves to), built once under the cache."""
+    from safetensors.torch import save_file
+
+    compact_dir, base_dir = Path(compact_dir), Path(base_dir)
+    manifest = read_manifest(compact_dir)
+    key = hashlib.sha256((compact_dir / DELTAS).read_bytes()).hexdigest()[:16]
+    dest = Path(cache or Path.home() / ".cache" / "unified" / "compact") / key
+    if (dest / "model.safetensors").is_file():
+        return str(dest)
+    if weights_digest(base_dir) != manifest["base_sha256"]:
+        raise UserError(f"{compact_dir} was made over other {manifest['base']} weights than {base_dir} holds")
+    weights = {n: t.to(torch.bfloat16) for n, t in _weights(base_dir).items()}
+    with np.load(compact_dir / DELTAS) as deltas:
+        for stored in deltas.files:
+            name = stored.replace("/", ".")
+            bits = _bits(weights[name]) + deltas[stored].astype(np.int32)
+            weights[name] = torch.from_numpy(bits.astype(np.int16)).view(torch.bfloat16)
+    tmp = dest.with_name(dest.name + ".tmp")
+    shutil.rmtree(tmp, ignore_errors=True)
+    shutil.copytree(base_dir, tmp, ignore=shutil.ignore_patterns("*.safetensors", "*.safetensors.index.json", "*.bin"))
+    save_file({k: v.contiguous() for k, v in weights.items()}, str(tmp / "model.safetensors"), metadata={"format": "pt"})
+    shutil.rmtree(dest, ignore_errors=True)
+    tmp.rename(dest)
+    return str(dest)
