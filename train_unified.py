@@ -20,9 +20,9 @@ def _run(argv) -> int:
     from unified.config import compose_config, to_yaml
 
     args, overrides = parse_args(argv)
-    if args.gpu is not None:
-        os.environ["CUDA_VISIBLE_DEVICES"] = args.gpu
     cfg = compose_config(overrides)
+    if cfg.trainer.gpus is not None:  # --gpu or trainer.gpus=...: before anything touches CUDA
+        os.environ["CUDA_VISIBLE_DEVICES"] = str(cfg.trainer.gpus)
     if args.cfg:
         print(to_yaml(cfg))
         return 0

@@ -36,7 +36,8 @@ CASES = {
 NO_GPU_CASES = {
     "vllm rollout without a GPU": (["rollout=vllm"], "rollout=vllm needs a CUDA GPU"),
     "cuda device without a GPU": (["trainer.device=cuda"], "trainer.device=cuda but no CUDA GPU"),
-    "--gpu without a GPU": (["--gpu", "0"], "--gpu 0: no CUDA GPU"),
+    "--gpu without a GPU": (["--gpu", "0"], "trainer.gpus=0: no CUDA GPU"),
+    "trainer.gpus without a GPU": (["trainer.gpus='1'"], "trainer.gpus=1: no CUDA GPU"),
 }
 MACHINE_CASES = {
     "context longer than the model's": (["rollout.max_model_len=4096"], "rollout.max_model_len=4096 does not fit the model"),

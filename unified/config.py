@@ -165,7 +165,7 @@ def check_machine(cfg: DictConfig, model_dir: str) -> None:
     t, rollout = cfg.trainer, cfg.rollout
     has_cuda = torch.cuda.is_available()
     if t.gpus is not None and not has_cuda:
-        raise UserError(f"--gpu {t.gpus}: no CUDA GPU is visible on this machine: leave out --gpu to run on the CPU")
+        raise UserError(f"--gpu / trainer.gpus={t.gpus}: no CUDA GPU is visible on this machine: leave it out to run on the CPU")
     if str(t.device) == "cuda" and not has_cuda:
         raise UserError("trainer.device=cuda but no CUDA GPU is visible on this machine: use trainer.device=auto or trainer.device=cpu")
     backend = str(rollout.backend)

@@ -50,6 +50,7 @@ class Components:
     eval_history: list = field(default_factory=list)  # [(cumulative compute, pass@1)] for the ScaleRL fit
     dtype: str = "float32"  # the compute dtype model.dtype resolved to (policy and engine alike)
     colocation: object = None  # run.colocate.Colocation: the engine sleeps during phase 5's update
+    ref_policy: object = None  # the frozen model the run started from (algorithm.use_kl_loss only)
 
     @property
     def checkpoint_dir(self) -> Path:
@@ -136,13 +137,14 @@ def build_components(cfg: DictConfig, inputs: Inputs) -> Components:
     rollout = typed(cfg, "rollout")
     engine = resident_engine(rollout, model_path, dtype, cfg.seed + info.rank)
     algorithm = typed(cfg, "algorithm")
+    ref_policy = reference_policy(cfg, info.device, dtype) if algorithm.use_kl_loss else None
     aggregator = build_aggregator(algorithm, policy, snapshot_dir=out_dir / "snapshots")
     ledger = ComputeLedger()
     start, history = _restore(resume, aggregator, engine, ledger, info.rank) if resume is not None else (1, [])
     return Components(
         cfg, info, problems, all_ids, tokenizer, policy, engine, executor, aggregator, algorithm,
         rollout, inputs.pipeline, out_dir, start, resume, ledger, history, dtype,
-        Colocation(engine, resolve_sleep(rollout.sleep_between_phases, rollout.backend)),
+        Colocation(engine, resolve_sleep(rollout.sleep_between_phases, rollout.backend)), ref_policy,
     )  # fmt: skip
 
 
@@ -163,6 +165,15 @@ def _restore(resume: Path, aggregator, engine, ledger, rank: int) -> tuple[int, 
     start = int(state["round"]) + 1
     log.info("resumed from %s: continuing at round %d (version %d)", resume, start, aggregator.version)
     return start, history
+
+
+def reference_policy(cfg: DictConfig, device, dtype: str):
+    """The KL reference: the configured model as it was before any training (a resumed run
+    too), frozen."""
+    from unified.models.resolve import resolve_model_path
+    from unified.trainer.policy import build_policy_from_config
+
+    return build_policy_from_config(cfg.model, resolve_model_path(cfg.model.path), device, trainable=False, dtype=dtype)
 
 
 def resident_engine(rollout, model_path: str, dtype: str, seed: int):

@@ -128,7 +128,8 @@ def phase_5(run: Components, r: int, data) -> tuple[Phase5Result, list[Rollout]]
             result = run_phase_5(tasks, engine, run.executor, run.aggregator, run.algorithm, run.pipeline, sampling,
                                  round_index=r, pad_token_id=run.tokenizer.pad_token_id, on_chunk=bar.update,
                                  update_weights=run.cfg.trainer.update_weights, ledger=run.ledger,
-                                 reuse=_phase_1_groups(run, data, sampling), colocation=run.colocation)  # fmt: skip
+                                 reuse=_phase_1_groups(run, data, sampling), colocation=run.colocation,
+                                 ref_policy=run.ref_policy)  # fmt: skip
     rows = [row for part in metrics.gather(list(result.rollouts)) for row in part]
     if run.dist.is_main:
         write_rows(run.out_dir / f"round_{r}", "rollouts", [asdict(row) for row in rows])

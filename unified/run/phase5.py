@@ -61,6 +61,7 @@ def run_phase_5(
     ledger=None,
     reuse: Mapping[str, Sequence[Completion]] | None = None,
     colocation=None,
+    ref_policy=None,
 ) -> Phase5Result:
     """`update_weights=False` is the no-training control: the same rollouts and rewards, no
     step. `ledger` (telemetry.ComputeLedger) accumulates the update's compute. `reuse`:
@@ -89,7 +90,8 @@ def run_phase_5(
                 with ledger.measure("update", _tokens(samples)) if ledger is not None else nullcontext(), \
                         colocation.session() if colocation is not None else nullcontext():
                     summaries.append(train_on_samples(samples, aggregator, algorithm, engine=engine, pad_token_id=pad_token_id,
-                                                      temperature=sampling.temperature, turns=colocation))  # fmt: skip
+                                                      temperature=sampling.temperature, turns=colocation,
+                                                      ref_policy=ref_policy))  # fmt: skip
         if on_chunk is not None:
             on_chunk()
     return Phase5Result(tuple(rows), merge_chunks(summaries), seconds, reused_groups)
