@@ -189,3 +189,9 @@ def test_a_call_can_make_no_user_namespace_and_reach_no_keyring(one):
     )
     r = one.run(code, "f")
     assert r.ok and r.value == (-1, 1, -1, 1, True), r  # EPERM both
+
+
+def test_the_last_calls_tmp_is_out_of_reach_while_it_is_unmounted(one):
+    one.run(TMP_CHAIN, "put", ("x",))
+    r = one.run("import os\ndef f():\n    return os.listdir('/.spent')", "f")
+    assert r.status == "error" and "PermissionError" in r.error, r

@@ -38,9 +38,9 @@ def test_unbounded_recursion_with_raised_limit_is_contained(bare):
 
 def test_memory_bomb_hits_the_address_space_limit(pool):
     r = pool.run("def f():\n    blocks = []\n    while True:\n        blocks.append(bytearray(10**7))", "f")
-    assert r.status == "memory"
+    assert r.status == "memory", r
     r = pool.run("def f():\n    return len([0] * 10**10)", "f")
-    assert r.status == "memory"
+    assert r.status == "memory", r
     assert_alive(pool)
 
 
@@ -87,7 +87,7 @@ def test_fork_bomb_is_banned_statically(pool):
 def test_fork_bomb_is_contained_by_the_kernel(bare):
     code = "import os\ndef f():\n    while True:\n        try:\n            os.fork()\n        except OSError:\n            pass"
     r = bare.run(code, "f")
-    assert r.status == "timeout"
+    assert r.status == "timeout", r
     assert_alive(bare)  # RLIMIT_NPROC capped it; the PID namespace took every fork with it
 
 

@@ -14,7 +14,8 @@ The new root holds only:
   directories (/lib, /lib64, /usr/lib, /usr/lib64);
 - /dev/null, /dev/zero, /dev/urandom, /dev/random;
 - /tmp: a size-limited tmpfs owned by the sandbox user, the only writable place (each
-  call gets a fresh tmpfs mounted over it: `sandbox.world`).
+  call gets a fresh tmpfs mounted over it: `sandbox.world`), and /.spent, root's alone,
+  where a finished call's tmpfs is moved to be unmounted.
 
 Not the project, not /root, not the data files, not /proc, /etc, /run or /var, and so
 no host Unix socket (abstract ones belong to the network namespace). Then it sets
@@ -45,6 +46,7 @@ SYS_PIVOT_ROOT = {"x86_64": 155, "aarch64": 41, "ppc64le": 203, "s390x": 217}.ge
 SANDBOX_UID_BASE = 200_000  # the call's uid = base + this jail's host pid: unique while it lives
 RUNTIME_DIRS = ("/lib", "/lib64", "/lib32", "/usr/lib", "/usr/lib64", "/usr/lib32")
 DEVICES = ("null", "zero", "urandom", "random")
+SPENT = "/.spent"
 BOOT = """import marshal, os
 def read(n):
     data = b""
@@ -96,6 +98,7 @@ def build_root(new_root: str, uid: int, max_file_mb: int) -> bool:
         if not _bind_readonly("/dev/" + name, inside("/dev/" + name), device=True):
             return False
     os.makedirs(inside("/tmp"))
+    os.makedirs(inside(SPENT), mode=0o700)  # where a finished call's /tmp waits to be unmounted (sandbox.world)
     opts = f"size={max_file_mb}m,nr_inodes=4096,mode=0700,uid={uid},gid={uid}"
     if not _mount("tmpfs", inside("/tmp"), "tmpfs", MS_NOSUID | MS_NODEV, opts):
         return False

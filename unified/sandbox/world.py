@@ -8,8 +8,11 @@ This source is executed by the worker (`sandbox.worker`) into a namespace of its
    namespace of its own, its forks count from 2, and when it ends the kernel kills every
    process the call started. No call sees how many processes an earlier call made;
 2. /tmp: a new size-limited tmpfs owned by the call's user, mounted over /tmp, and
-   unmounted after the call (`leave`): nothing survives, however deep or odd the tree
-   (a recursive delete gave up on deep ones), not even the tmpfs's inode numbering;
+   unmounted after the call: nothing survives, however deep or odd the tree (a recursive
+   delete gave up on deep ones), not even the tmpfs's inode numbering. An unmount waits
+   for an RCU grace period (~50-90 us asleep), so `leave` only moves the finished call's
+   tmpfs to /.spent (root's alone; a move waits for nothing) and `forked` unmounts it
+   while the next call runs;
 3. the child starts as the OOM killer's first choice (oom_score_adj 1000, raised on the
    zygote just for the fork: raising needs no privilege), the zygote goes back to its own
    (-1000 where `sandbox.jail` could set it): its cgroup is shared with its calls.
@@ -24,7 +27,8 @@ import ctypes
 import os
 
 CLONE_NEWPID = 0x20000000
-MS_NOSUID, MS_NODEV, MNT_DETACH = 2, 4, 2
+MS_NOSUID, MS_NODEV, MS_MOVE, MNT_DETACH = 2, 4, 8192, 2
+SPENT = b"/.spent"  # made by sandbox.jail
 _pread, _pwrite = os.pread, os.pwrite  # before the guards
 PR_SET_SECCOMP, SECCOMP_MODE_FILTER = 22, 2
 
@@ -45,7 +49,7 @@ class World:
         if bpf:
             self.buffer = ctypes.create_string_buffer(bytes(bpf), len(bpf))  # kept alive with the program
             self.filter = _SockFprog(len(bpf) // 8, ctypes.cast(self.buffer, ctypes.c_void_p))
-        self.new_pidns = self.new_tmpfs = self.mounted = False
+        self.new_pidns = self.new_tmpfs = self.mounted = self.spent = False
         if uid >= 0:  # root: learn which steps this kernel allows
             libc = self.libc
             self.new_pidns = self.pidns >= 0 and libc.setns(self.pidns, CLONE_NEWPID) == 0 and libc.unshare(CLONE_NEWPID) == 0
@@ -64,15 +68,24 @@ class World:
             _pwrite(self.oom_adj, b"1000", 0)
 
     def forked(self) -> None:
-        """In the zygote, after the fork: back to its own oom_score_adj."""
+        """In the zygote, after the fork: back to its own oom_score_adj; unmount the last
+        call's tmpfs while this one runs."""
         if self.oom_adj >= 0:
             _pwrite(self.oom_adj, self.home_adj, 0)
+        if self.spent:
+            self.spent = self.libc.umount2(SPENT, MNT_DETACH) != 0
 
     def leave(self) -> bool:
-        """After the call (all its processes gone): unmount its /tmp. False: no tmpfs of its
-        own this time (the caller empties /tmp itself)."""
+        """After the call (all its processes gone): its /tmp out of the way (moved to
+        /.spent, or unmounted at once if the move fails). False: no tmpfs of its own this
+        time (the caller empties /tmp itself)."""
         mounted, self.mounted = self.mounted, False
-        return mounted and self.libc.umount2(self.tmp, MNT_DETACH) == 0
+        if not mounted:
+            return False
+        if self.spent:  # the last one is still there (its unmount failed): this one goes at once
+            return self.libc.umount2(self.tmp, MNT_DETACH) == 0
+        self.spent = self.libc.mount(self.tmp, SPENT, None, MS_MOVE, None) == 0
+        return self.spent or self.libc.umount2(self.tmp, MNT_DETACH) == 0
 
     def _mount(self) -> bool:
         return self.libc.mount(b"tmpfs", self.tmp, b"tmpfs", MS_NOSUID | MS_NODEV, self.options) == 0
