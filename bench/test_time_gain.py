@@ -169,7 +169,7 @@ def _lines(path: Path) -> list[str]:
 
 def write_weights(args, base: Path) -> None:
     """Seed 0's last checkpoint as compact committed weights (once)."""
-    from unified.models.compact import is_compact, write_compact
+    from unified.models.compact import is_compact, write_compact, write_compact_adapter
     from unified.models.resolve import resolve_model_path
 
     from omegaconf import OmegaConf
@@ -178,8 +178,12 @@ def write_weights(args, base: Path) -> None:
     if latest.is_file() and not is_compact(args.weights):
         ckpt = latest.parent / latest.read_text().strip()
         budget = OmegaConf.select(OmegaConf.load(ckpt / "config.yaml"), "pipeline.program_max_tokens")
-        write_compact(ckpt / "model", args.model, resolve_model_path(args.model), args.weights, program_max_tokens=budget,
-                      checkpoint=ckpt.name)  # fmt: skip
+        if (ckpt / "adapter").is_dir():  # LoRA: the adapter is the compact form
+            write_compact_adapter(ckpt / "adapter", args.model, resolve_model_path(args.model), args.weights,
+                                  program_max_tokens=budget, checkpoint=ckpt.name)  # fmt: skip
+        else:
+            write_compact(ckpt / "model", args.model, resolve_model_path(args.model), args.weights, program_max_tokens=budget,
+                          checkpoint=ckpt.name)  # fmt: skip
 
 
 def main() -> int:

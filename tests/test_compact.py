@@ -48,3 +48,24 @@ def test_model_paths_accept_a_compact_folder_and_a_wrong_base_is_one_line(traine
     (tmp_path / "compact" / "compact.json").write_text(json.dumps({**manifest, "base_sha256": "0" * 64}))
     with pytest.raises(UserError, match="other tiny weights"):
         compact.materialize(tmp_path / "compact", default_model_dir(), cache=tmp_path / "other-cache")
+
+
+def test_a_lora_adapter_merges_back_exactly_as_the_trainer_merged_it(tmp_path):
+    from unified.trainer.distributed import init_distributed
+    from unified.trainer.policy import build_policy
+    from unified.trainer.tuning import TuningConfig
+
+    policy = build_policy(str(default_model_dir()), device=init_distributed("cpu").device, dtype="float32",
+                          tuning=TuningConfig(method="lora", lora_r=4))  # fmt: skip
+    with torch.no_grad():  # a trained adapter: B is no longer zero
+        for n, p in policy.module.named_parameters():
+            if "lora_B" in n:
+                p.copy_(0.01 * torch.randn(p.shape, generator=torch.Generator().manual_seed(0)))
+    policy.write_adapter(tmp_path / "adapter", policy.adapter_state())
+    served = dict(policy.named_full_weights())  # what a push sends the engine
+    manifest = compact.write_compact_adapter(tmp_path / "adapter", "tiny", default_model_dir(), tmp_path / "compact")
+    assert manifest["base"] == "tiny"
+    config = json.loads((tmp_path / "compact" / "adapter" / "adapter_config.json").read_text())
+    assert config["base_model_name_or_path"] == "tiny"  # no path of this machine in a committed file
+    back = load_file(f"{compact.materialize(tmp_path / 'compact', default_model_dir(), cache=tmp_path / 'cache')}/model.safetensors")
+    assert set(back) == set(served) and all(torch.equal(back[n], served[n]) for n in served)

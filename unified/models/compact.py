@@ -26,7 +26,8 @@ import torch
 from unified.errors import UserError
 
 FORMAT = "unified-bf16-delta/1"
-MANIFEST, DELTAS = "compact.json", "deltas.npz"
+ADAPTER_FORMAT = "unified-lora-adapter/1"  # LoRA: its adapter (fp32) is smaller than any delta of the merged weights
+MANIFEST, DELTAS, ADAPTER = "compact.json", "deltas.npz", "adapter"
 
 
 def is_compact(path: str | Path) -> bool:
@@ -78,10 +79,23 @@ def write_compact(trained_dir: str | Path, base: str, base_dir: str | Path, out:
     return manifest
 
 
+def write_compact_adapter(adapter_dir: str | Path, base: str, base_dir: str | Path, out: str | Path, **extra) -> dict:
+    """Compact a LoRA run: its adapter as saved (float32, peft's files), over the named base."""
+    out = Path(out)
+    (out / ADAPTER).mkdir(parents=True, exist_ok=True)
+    shutil.copy2(Path(adapter_dir) / "adapter_model.safetensors", out / ADAPTER / "adapter_model.safetensors")
+    config = json.loads((Path(adapter_dir) / "adapter_config.json").read_text())
+    config["base_model_name_or_path"] = base  # a name, never this machine's path
+    (out / ADAPTER / "adapter_config.json").write_text(json.dumps(config, indent=1) + "\n")
+    manifest = {"format": ADAPTER_FORMAT, "base": base, "base_sha256": weights_digest(Path(base_dir)), **extra}
+    (out / MANIFEST).write_text(json.dumps(manifest, indent=1) + "\n")
+    return manifest
+
+
 def read_manifest(compact_dir: str | Path) -> dict:
     manifest = json.loads((Path(compact_dir) / MANIFEST).read_text())
-    if manifest.get("format") != FORMAT:
-        raise UserError(f"{compact_dir}: unknown compact format {manifest.get('format')!r} (this version reads {FORMAT})")
+    if manifest.get("format") not in (FORMAT, ADAPTER_FORMAT):
+        raise UserError(f"{compact_dir}: unknown compact format {manifest.get('format')!r} (this version reads {FORMAT}, {ADAPTER_FORMAT})")
     return manifest
 
 
@@ -92,18 +106,14 @@ def materialize(compact_dir: str | Path, base_dir: str | Path, cache: str | Path
 
     compact_dir, base_dir = Path(compact_dir), Path(base_dir)
     manifest = read_manifest(compact_dir)
-    key = hashlib.sha256((compact_dir / DELTAS).read_bytes()).hexdigest()[:16]
+    payload = compact_dir / (DELTAS if manifest["format"] == FORMAT else ADAPTER + "/adapter_model.safetensors")
+    key = hashlib.sha256(payload.read_bytes()).hexdigest()[:16]
     dest = Path(cache or Path.home() / ".cache" / "unified" / "compact") / key
     if (dest / "model.safetensors").is_file():
         return str(dest)
     if weights_digest(base_dir) != manifest["base_sha256"]:
         raise UserError(f"{compact_dir} was made over other {manifest['base']} weights than {base_dir} holds")
-    weights = {n: t.to(torch.bfloat16) for n, t in _weights(base_dir).items()}
-    with np.load(compact_dir / DELTAS) as deltas:
-        for stored in deltas.files:
-            name = stored.replace("/", ".")
-            bits = _bits(weights[name]) + deltas[stored].astype(np.int32)
-            weights[name] = torch.from_numpy(bits.astype(np.int16)).view(torch.bfloat16)
+    weights = _with_deltas(compact_dir, base_dir) if manifest["format"] == FORMAT else _merged(compact_dir, base_dir)
     tmp = dest.with_name(dest.name + ".tmp")
     shutil.rmtree(tmp, ignore_errors=True)
     shutil.copytree(base_dir, tmp, ignore=shutil.ignore_patterns("*.safetensors", "*.safetensors.index.json", "*.bin"))
@@ -111,3 +121,27 @@ def materialize(compact_dir: str | Path, base_dir: str | Path, cache: str | Path
     shutil.rmtree(dest, ignore_errors=True)
     tmp.rename(dest)
     return str(dest)
+
+
+def _with_deltas(compact_dir: Path, base_dir: Path) -> dict[str, torch.Tensor]:
+    weights = {n: t.to(torch.bfloat16) for n, t in _weights(base_dir).items()}
+    with np.load(compact_dir / DELTAS) as deltas:
+        for stored in deltas.files:
+            name = stored.replace("/", ".")
+            bits = _bits(weights[name]) + deltas[stored].astype(np.int32)
+            weights[name] = torch.from_numpy(bits.astype(np.int16)).view(torch.bfloat16)
+    return weights
+
+
+def _merged(compact_dir: Path, base_dir: Path) -> dict[str, torch.Tensor]:
+    """The base with the adapter merged exactly as the trainer merges it for a push (float32)."""
+    from transformers import AutoModelForCausalLM
+
+    from unified.trainer.tuning import TuningConfig, apply_tuning, lora_scalings, merged_weights
+
+    config = json.loads((compact_dir / ADAPTER / "adapter_config.json").read_text())
+    tuning = TuningConfig(method="lora", lora_r=int(config["r"]), lora_alpha=int(config["lora_alpha"]),
+                          target_modules=tuple(sorted(config["target_modules"])))  # fmt: skip
+    model = apply_tuning(AutoModelForCausalLM.from_pretrained(str(base_dir), dtype=torch.float32), tuning, compact_dir / ADAPTER)
+    named = ((n, p.detach()) for n, p in model.named_parameters())
+    return {n: t.contiguous() for n, t in merged_weights(named, lora_scalings(model))}
