@@ -10,7 +10,6 @@ from unified.sandbox.executors import build_executor
 from unified.pipeline.parquet_io import write_round
 from unified.pipeline.phases import PipelineConfig, run_phases_1_to_4, score_rollouts
 from unified.pipeline.validate import REASONS
-from unified.kinds import TASK_KINDS
 
 
 def _engine():
@@ -48,7 +47,7 @@ def test_round_through_the_tiny_vllm_engine(tmp_path):
         unextracted = [r for r in data.rejections if r.stage == "program" and r.reason in ("no_code", "syntax", "no_entry_point")]
         assert len(sampled) + len(unextracted) == 2 * cfg.num_programs
         assert all(r.reason in REASONS[r.stage] for r in data.rejections)
-        assert {t.kind for t in data.tasks} == set(TASK_KINDS)
+        assert {t.kind for t in data.tasks} == set(cfg.task_types)
 
         completions = engine.generate([t.messages for t in data.tasks], SamplingConfig(n=2, temperature=1.0, max_tokens=32, seed=0))
         assert [len(c) for c in completions] == [2] * len(data.tasks)

@@ -204,9 +204,10 @@ def test_pipeline_config_is_the_schema_and_the_file_holds_deltas():
     # the file holds only what follows the model group; everything else is the dataclass default
     resolved, defaults = pipeline("model=tiny"), PipelineConfig()
     differing = {f.name for f in fields(PipelineConfig) if getattr(resolved, f.name) != getattr(defaults, f.name)}
-    assert differing == {"seed_programs", "program_max_tokens", "input_max_tokens"}
+    assert differing == {"seed_programs", "program_max_tokens", "input_max_tokens", "num_programs"}  # K follows rollout.n
     assert resolved.seed_programs == "canonical"  # the default for the embedded tiny model
-    assert pipeline("model=hf").seed_programs == "none"
+    assert resolved.task_types == PipelineConfig().task_types  # the self-play kinds: it writes no code
+    assert pipeline("model=hf").seed_programs == "none" and pipeline("model=hf").task_types == ("solve",)
     with pytest.raises(UserError, match="unknown config key 'pipeline.num_program'"):
         compose_config(["pipeline.num_program=3"], check=False)
     with pytest.raises(UserError, match="seed_programs"):

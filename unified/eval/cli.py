@@ -176,7 +176,7 @@ def _key(model_dir: str, args, max_tokens: int) -> str:
     weights = sorted((f.name, f.stat().st_size, f.stat().st_mtime_ns) for f in folder.iterdir()
                      if f.suffix in (".safetensors", ".bin", ".gguf", ".pt"))  # fmt: skip
     ident = [str(folder), weights, args.benchmark, args.source, max_tokens, args.max_model_len, args.seed]
-    if args.n > 1:  # sampled pass@k: its own folder per (n, temperature)
+    if getattr(args, "n", 1) > 1:  # sampled pass@k: its own folder per (n, temperature)
         ident += [args.n, args.temperature]
     return hashlib.sha256(json.dumps(ident, default=str).encode()).hexdigest()[:10]
 
