@@ -154,7 +154,8 @@ def _saved_config(run: Path) -> dict:
 
     latest = run / "checkpoints" / "latest"
     config = run / "checkpoints" / latest.read_text().strip() / "config.yaml" if latest.is_file() else None
-    return OmegaConf.to_container(OmegaConf.load(config)) if config and config.exists() else {}
+    saved = OmegaConf.to_container(OmegaConf.load(config)) if config and config.exists() else {}
+    return json.loads(json.dumps(saved).replace(str(REPO) + "/", ""))  # no path of this machine in a committed result
 
 
 def _per_round(run: Path) -> list[dict]:
