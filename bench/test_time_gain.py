@@ -80,9 +80,10 @@ def _json(path: Path) -> dict:
 
 def run_all(args, ids, base: Path, overrides: list[str]) -> int:
     """Steps 1-3; seeds one after another, or all at once with --parallel (one thread each)."""
-    env = {**os.environ, "PYTHONUNBUFFERED": "1", **({"OMP_NUM_THREADS": "1"} if args.parallel else {})}
+    solo = {**os.environ, "PYTHONUNBUFFERED": "1"}  # one job at a time: every core
+    env = {**solo, **({"OMP_NUM_THREADS": "1"} if args.parallel else {})}
     if not _done(base / "before"):
-        if _run(evaluate_cmd(args, ids, args.model, base / "before"), base / "before.log", env).wait() != 0:
+        if _run(evaluate_cmd(args, ids, args.model, base / "before"), base / "before.log", solo).wait() != 0:
             return _fail("before", base / "before.log")
     jobs = [(s, base / f"seed{s}") for s in args.seeds]
     for batch in ([jobs] if args.parallel else [[j] for j in jobs]):
