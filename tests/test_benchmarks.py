@@ -98,7 +98,7 @@ def executor():
 def test_every_mbpp_canonical_solution_matches_its_assertions(executor):
     """Runs all 399 canonical solutions on our typed base inputs in the sandbox and checks the
     results against the expected values written in each task's assertion."""
-    from unified.pipeline.values import values_equal
+    from unified.values import values_equal
 
     rows = {json.loads(line)["task_id"]: json.loads(line) for line in gzip.open(mbpp.BUNDLED, "rt")}
     problems = load_problems("mbpp")

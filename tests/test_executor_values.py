@@ -1,11 +1,11 @@
-"""unified.pipeline.values: literal text round trips, safe reading, comparison by value."""
+"""unified.values: literal text round trips, safe reading, comparison by value."""
 
 import math
 from collections import Counter, OrderedDict, namedtuple
 
 import pytest
 
-from unified.pipeline.values import LiteralError, from_literal, to_literal, values_equal
+from unified.values import LiteralError, from_literal, to_literal, values_equal
 
 ROUND_TRIP = [
     None, True, False, 0, -7, 10**100, 1.5, -0.0, math.inf, -math.inf, 1 + 2j, complex(math.nan, 1),

@@ -12,7 +12,7 @@ from unified.sandbox.executors import build_executor
 from unified.pipeline.generation import ScriptedGenerator
 from unified.pipeline.parquet_io import FILES, read_tasks, write_round
 from unified.pipeline.phases import PipelineConfig, RoundData, run_phases_1_to_4
-from unified.pipeline.values import from_literal
+from unified.values import from_literal
 
 
 @pytest.fixture(scope="module")

@@ -11,7 +11,7 @@ from unified.sandbox.executor import ExecutorConfig
 from unified.sandbox.executors import build_executor
 from unified.pipeline.generation import ScriptedGenerator
 from unified.pipeline.phases import PipelineConfig, run_phases_1_to_4, score_rollouts
-from unified.pipeline.values import to_literal, values_equal
+from unified.values import to_literal, values_equal
 from unified.kinds import TASK_KINDS
 from unified.types import TestCase
 

@@ -16,7 +16,7 @@ from unified.kinds.base import BuildOptions
 from unified.pipeline import ipo
 from unified.pipeline.programs import check_visible, display
 from unified.pipeline.rewards import score_batch
-from unified.pipeline.values import from_literal, to_literal, values_equal
+from unified.values import from_literal, to_literal, values_equal
 from unified.sandbox.executor import ExecResult, Executor, ExecutorConfig
 from unified.sandbox.reply import parse_reply
 from unified.types import IOTriple, Problem, Program, TestCase
@@ -111,7 +111,7 @@ def test_honest_values_at_the_limits_still_read():
 
 
 def test_model_text_with_a_huge_hex_int_is_not_a_literal():
-    from unified.pipeline.values import LiteralError
+    from unified.values import LiteralError
 
     with pytest.raises(LiteralError):
         from_literal(HUGE_HEX)

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Protocol, Sequence
 
 from unified.sandbox.exec_types import ExecCall, ExecResult
-from unified.pipeline.values import to_literal, values_equal
+from unified.values import to_literal, values_equal
 from unified.types import IOTriple, Problem, Program, Rejection, Task, TestCase
 
 ANSWER_RULE = "Put your final answer inside <answer></answer> and write nothing after it."

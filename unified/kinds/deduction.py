@@ -7,7 +7,7 @@ from typing import Sequence
 
 from unified.kinds.base import ANSWER_RULE, BuildOptions, call_text, code_block, new_task, values_equal
 from unified.pipeline.extract import read_literal
-from unified.pipeline.values import to_literal
+from unified.values import to_literal
 from unified.types import IOTriple, Problem, Program, Rejection, Task, TestCase
 
 NAME, LETTER = "deduction", "D"

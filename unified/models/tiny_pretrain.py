@@ -33,7 +33,7 @@ def corpus(problem_limit: int | None = None) -> list[tuple[str, str]]:
     from unified.pipeline.benchmarks import load_problems
     from unified.sandbox.executor import ExecCall, Executor, ExecutorConfig
     from unified.pipeline.programs import canonical_programs
-    from unified.pipeline.values import to_literal
+    from unified.values import to_literal
     from unified.types import IOTriple
 
     problems = load_problems("mbpp", None, problem_limit, [])

@@ -40,7 +40,7 @@ def record_cases(problems: Sequence[Problem]) -> list[Problem]:
     todo = [p for p in problems if p.hidden_test_code and not p.hidden]
     if not todo:
         return list(problems)
-    from unified.pipeline.values import from_literal
+    from unified.values import from_literal
 
     payload = [{"task_id": p.task_id, "entry_point": p.entry_point, "program": p.canonical_solution,
                 "test": p.hidden_test_code} for p in todo]  # fmt: skip
@@ -59,7 +59,7 @@ def record_cases(problems: Sequence[Problem]) -> list[Problem]:
 
 
 def _record_one(entry_point: str, program: str, test: str) -> list[tuple[str, str]]:
-    from unified.pipeline.values import to_literal
+    from unified.values import to_literal
 
     namespace: dict = {"__name__": "__check__"}
     exec(program, namespace)  # noqa: S102 - the benchmark's canonical solution (trusted)

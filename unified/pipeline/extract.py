@@ -23,7 +23,7 @@ import re
 from typing import Sequence
 
 from unified.pipeline.arg_types import apply_template, template_of
-from unified.pipeline.values import LiteralError, from_literal
+from unified.values import LiteralError, from_literal
 
 _FENCE = re.compile(r"```[ \t]*(?:python3?|py)?[ \t]*\n(.*?)(?:```|\Z)", re.DOTALL | re.IGNORECASE)
 _CODE_START = re.compile(r"^(def |async def |class |import |from \S+ import |@|[A-Za-z_]\w*\s*=[^=])")

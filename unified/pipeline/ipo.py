@@ -21,7 +21,7 @@ from unified.sandbox.executor import ExecCall
 from unified.pipeline.extract import proposed_inputs, shape_like
 from unified.pipeline.generation import Generator, SamplingConfig, user_message
 from unified.pipeline.programs import display, example_lines
-from unified.pipeline.values import from_literal, to_literal, values_equal
+from unified.values import from_literal, to_literal, values_equal
 from unified.types import IOTriple, Problem, Program, Rejection
 
 STATUS_REASON = {

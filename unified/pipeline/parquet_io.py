@@ -20,7 +20,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from unified.pipeline.values import from_literal, to_literal
+from unified.values import from_literal, to_literal
 from unified.types import Task, TestCase
 
 FILES = ("problems", "programs", "ipo_triples", "tasks", "rejections")

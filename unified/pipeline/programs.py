@@ -17,7 +17,7 @@ from typing import Sequence
 from unified.sandbox.executor import ExecCall
 from unified.pipeline.extract import code_key, extract_program, import_lines
 from unified.pipeline.generation import Generator, SamplingConfig, user_message
-from unified.pipeline.values import display_text, values_equal
+from unified.values import display_text, values_equal
 from unified.types import Problem, Program, Rejection
 
 MAX_EXAMPLES_SHOWN = 3

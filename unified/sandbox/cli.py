@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Sequence
 
 from unified.sandbox.executor import ExecCall, Executor, ExecutorConfig, ExecResult
-from unified.pipeline.values import LiteralError, from_literal, to_literal
+from unified.values import LiteralError, from_literal, to_literal
 
 
 class _Parser(argparse.ArgumentParser):

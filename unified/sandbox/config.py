@@ -18,8 +18,9 @@ from unified.sandbox.precheck import USER_FILE, worker_stubs
 from unified.sandbox.rules import BANNED_CALLS, BANNED_MODULES, SandboxRules
 
 # The worker's code, sent compiled in its first frame (sandbox.jail.BOOT runs "worker").
-_HARNESS = {"worker": "worker.py", "child": "child.py", "guards": "guards.py",
-            "literal": "literal.py", "world": "world.py", "meter": "meter.py"}  # fmt: skip
+# Paths below unified/: the literal writer is the values package's (stdlib only).
+_HARNESS = {"worker": "sandbox/worker.py", "child": "sandbox/child.py", "guards": "sandbox/guards.py",
+            "literal": "values/literal.py", "world": "sandbox/world.py", "meter": "sandbox/meter.py"}  # fmt: skip
 MAX_PROCESSES = 64  # per call: RLIMIT_NPROC (per uid: the worker's alone) and the cgroup's pids.max
 # Trusted calls each worker runs in-process before its first fork (sandbox.child.rehearse):
 # an int, and a container of every literal kind with printed output.
@@ -64,7 +65,7 @@ class ExecutorConfig:
         stubs, direct = worker_stubs(policy)
         code = compile(_REHEARSAL, USER_FILE, "exec", dont_inherit=True)
         rehearsal = [marshal.dumps((code, entry, (7,))) for entry in ("f", "g")]
-        here = Path(__file__).resolve().parent
+        here = Path(__file__).resolve().parents[1]  # unified/
         harness = {name: compile((here / file).read_text(encoding="utf-8"), f"<{name}>", "exec", dont_inherit=True)
                    for name, file in _HARNESS.items()}  # fmt: skip
         return marshal.dumps({"limits": limits, "banned_modules": self.banned_modules, "stubs": stubs,

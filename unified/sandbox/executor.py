@@ -30,8 +30,8 @@ Layers, outermost first (details in each module's docstring):
   modules cannot be imported (an audit hook that no Python code can remove), stubs for
   banned functions, guarded open, captured and truncated stdout/stderr;
 - results: the child writes literal text, the parent reads it within fixed limits
-  (`sandbox.reply`, `sandbox.literal_read`: no pickle, no eval), compares it at bounded
-  cost (`sandbox.compare`) and shows it bounded (`sandbox.shown`).
+  (`sandbox.reply`, `values.literal_read`: no pickle, no eval), compares it at bounded
+  cost (`values.compare`) and shows it bounded (`values.shown`).
 
 Statuses: ok | error (exception type + message) | timeout | memory (MemoryError under the
 address-space limit, or an OOM kill in the call's cgroup) | banned (static or run time) |

@@ -15,7 +15,7 @@ import sys
 
 from unified.sandbox.exec_types import ExecCall, ExecResult
 from unified.sandbox.rules import SandboxRules, scan
-from unified.pipeline.values import LiteralError, from_literal, to_literal
+from unified.values import LiteralError, from_literal, to_literal
 
 MAX_CODE_CHARS = 1_000_000
 USER_FILE = "<sandbox>"  # the program's co_filename: how the guards recognise its frames

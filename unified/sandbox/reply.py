@@ -19,8 +19,8 @@ from __future__ import annotations
 
 import signal
 
-from unified.sandbox.literal import LiteralError
-from unified.sandbox.literal_read import ReadLimits, read_literal
+from unified.values.literal import LiteralError
+from unified.values.literal_read import ReadLimits, read_literal
 
 CHILD_STATUSES = ("ok", "error", "banned", "memory")
 MAX_ERROR_CHARS = 4000

@@ -23,7 +23,7 @@ import math
 from collections import Counter
 from dataclasses import dataclass
 
-from unified.sandbox.literal import INT_BITS, MAX_CHARS, MAX_DEPTH, LiteralError
+from unified.values.literal import INT_BITS, MAX_CHARS, MAX_DEPTH, LiteralError
 
 _NAMES = {"nan": math.nan, "inf": math.inf}
 _CALLS = {"set": set, "frozenset": frozenset}

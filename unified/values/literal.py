@@ -1,7 +1,8 @@
 """Python values -> literal text (the writing half of `values`; `from_literal` reads it back).
 
 Kept apart, with nothing but `math` imported, because the sandbox's zygote loads this
-module's source into every call's process: each import there makes every fork slower.
+module's source into every call's process (by file name: `sandbox.config._HARNESS`):
+each import there makes every fork slower.
 See `values` for what is covered.
 """
 

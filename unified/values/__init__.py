@@ -11,7 +11,7 @@ are written as their base type (Counter -> dict, namedtuple -> tuple, np.float64
 float). `from_literal` accepts everything `ast.literal_eval` does plus `nan`, `inf`,
 `frozenset(...)`, `complex(re, im)` and `float('nan')`.
 
-Hostile values cost bounded work (the halves live in `unified.sandbox`):
+Hostile values cost bounded work (each part is a module of this package):
 - `from_literal` (`literal_read`) refuses, with LiteralError naming the limit, text over
   `max_chars`, ints of more than `INT_BITS` bits in any base (hex too), nesting past
   `MAX_DEPTH` and sets/dicts/lists whose items crowd on one hash;
@@ -25,10 +25,10 @@ raises `LiteralError`; the sign of a zero part of a complex number may not survi
 
 from __future__ import annotations
 
-from unified.sandbox.compare import MAX_STEPS, Comparison, compare
-from unified.sandbox.literal import INT_BITS, MAX_CHARS, MAX_DEPTH, LiteralError, to_literal
-from unified.sandbox.literal_read import ReadLimits, read_literal
-from unified.sandbox.shown import MAX_SHOWN, shown
+from unified.values.compare import MAX_STEPS, Comparison, compare
+from unified.values.literal import INT_BITS, MAX_CHARS, MAX_DEPTH, LiteralError, to_literal
+from unified.values.literal_read import ReadLimits, read_literal
+from unified.values.shown import MAX_SHOWN, shown
 
 __all__ = ["Comparison", "INT_BITS", "LiteralError", "MAX_CHARS", "MAX_DEPTH", "MAX_SHOWN", "MAX_STEPS",
            "ReadLimits", "compare", "display_text", "from_literal", "to_literal", "values_equal"]  # fmt: skip

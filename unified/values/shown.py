@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import reprlib
 
-from unified.sandbox.literal import INT_BITS, to_literal
+from unified.values.literal import INT_BITS, to_literal
 
 MAX_SHOWN = 2000
 

@@ -21,7 +21,7 @@ import math
 from collections import Counter
 from dataclasses import dataclass
 
-from unified.sandbox.literal import MAX_DEPTH
+from unified.values.literal import MAX_DEPTH
 
 MAX_STEPS = 200_000  # elements compared; an honest reply (<= 64 KB of text) has far fewer
 _NAN, _NUM, _TUPLE, _FROZENSET = object(), object(), object(), object()
