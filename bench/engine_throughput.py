@@ -71,7 +71,7 @@ def build_prompts(count: int) -> list[list[dict]]:
     """Phase-1 program prompts of the first MBPP+ problems (cycled if more are asked)."""
     from unified.pipeline.benchmarks import load_problems
     from unified.pipeline.generation import user_message
-    from unified.pipeline.programs import program_prompt
+    from unified.text.prompts import program_prompt
 
     problems = load_problems("mbpp", count=min(count, 399))
     return [user_message(program_prompt(problems[i % len(problems)])) for i in range(count)]

@@ -7,7 +7,7 @@ import json
 import pytest
 
 from unified.pipeline import mbpp
-from unified.pipeline.arg_types import calls_of
+from unified.text.arg_types import calls_of
 from unified.pipeline.humaneval import docstring_examples
 from unified.pipeline.benchmarks import (
     BenchmarkError,

@@ -2,7 +2,7 @@
 
 from pathlib import Path
 
-from unified.pipeline.extract import (
+from unified.text.extract import (
     answer_text,
     call_args,
     code_key,
@@ -105,7 +105,7 @@ def test_shape_like_follows_visible_argument_types():
 
 
 def test_truncated_fence_keeps_the_complete_functions_before_the_cut():
-    from unified.pipeline.extract import sanitize
+    from unified.text.extract import sanitize
 
     text = "Sure:\n```python\nimport math\n\ndef f(x):\n    return math.floor(x)\n\ndef g(y):\n    return [y for y in"
     assert extract_code(text, "f") == "import math\ndef f(x):\n    return math.floor(x)\n"

@@ -9,7 +9,7 @@ import pytest
 
 from unified.sandbox.executor import ExecutorConfig
 from unified.sandbox.executors import build_executor
-from unified.pipeline.extract import answer_text
+from unified.text.extract import answer_text
 from unified.pipeline.generation import ScriptedGenerator
 from unified.pipeline.phases import PipelineConfig, cap_tasks, run_phases_1_to_4
 from unified.types import Problem, Task, TestCase

@@ -14,7 +14,8 @@ import pytest
 
 from unified.kinds.base import BuildOptions
 from unified.pipeline import ipo
-from unified.pipeline.programs import check_visible, display
+from unified.pipeline.programs import check_visible
+from unified.text.prompts import display
 from unified.pipeline.rewards import score_batch
 from unified.values import from_literal, to_literal, values_equal
 from unified.sandbox.executor import ExecResult, Executor, ExecutorConfig

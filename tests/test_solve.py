@@ -6,7 +6,7 @@ import pytest
 
 from unified.kinds import BuildOptions, solve
 from unified.pipeline.phases import PipelineConfig
-from unified.pipeline.programs import program_prompt
+from unified.text.prompts import program_prompt
 from unified.pipeline.rewards import score_batch
 from unified.pipeline.tasks import build_tasks
 from unified.pipeline.validate import validate_tasks

@@ -78,8 +78,8 @@ def evaluate(problems: Sequence, engine, executor, max_tokens: int = DEFAULT_MAX
     cases still lacking an expected value get it from the canonical solution first."""
     from unified.pipeline.benchmarks import with_expected_outputs
     from unified.pipeline.evaluation import pass_at_1
-    from unified.pipeline.extract import extract_code
-    from unified.pipeline.programs import with_prompt_imports
+    from unified.text.extract import extract_code
+    from unified.text.prompts import with_prompt_imports
 
     problems = list(problems)
     budget = greedy_budget(max_tokens, seed)

@@ -71,8 +71,8 @@ def score_samples(problems: Sequence, solutions: dict[str, str], executor) -> di
 
 def _score_here(problems: Sequence, solutions: dict[str, str], executor) -> dict[str, float | None]:
     from unified.pipeline.evaluation import has_hidden_tests, hidden_calls, passes_hidden
-    from unified.pipeline.extract import extract_code
-    from unified.pipeline.programs import with_prompt_imports
+    from unified.text.extract import extract_code
+    from unified.text.prompts import with_prompt_imports
 
     run_batch = executor.run_batch if hasattr(executor, "run_batch") else executor
     calls, spans, scores = [], {}, {}

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Sequence
 
 from unified.kinds.base import ANSWER_RULE, BuildOptions, call_text, code_block, new_task, values_equal
-from unified.pipeline.extract import read_literal
+from unified.text.extract import read_literal
 from unified.values import to_literal
 from unified.types import IOTriple, Problem, Program, Rejection, Task, TestCase
 

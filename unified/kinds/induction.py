@@ -9,7 +9,7 @@ from typing import Sequence
 
 from unified.kinds.base import ANSWER_RULE, BuildOptions, all_same, call_text, cases_passed, code_block, new_task
 from unified.sandbox.exec_types import ExecCall
-from unified.pipeline.extract import code_key, extract_program
+from unified.text.extract import code_key, extract_program
 from unified.values import to_literal
 from unified.types import IOTriple, Problem, Program, Rejection, Task, TestCase
 

@@ -1,6 +1,6 @@
 """Solve: the problem's own prompt -> a program, rewarded on the problem's VISIBLE examples.
 
-The prompt is phase 1's program prompt (`programs.program_prompt`), the one greedy pass@1
+The prompt is phase 1's program prompt (`text.prompts.program_prompt`), the one greedy pass@1
 is measured with, so what this kind trains is what the benchmark scores. The answer is the
 completion as the model writes it (a ```python block, no <answer> tag: `RAW_ANSWER`), read
 like phase 1 reads programs. The reward runs it on the visible examples only (hidden tests
@@ -24,8 +24,8 @@ import re
 from typing import Sequence
 
 from unified.kinds.base import BuildOptions, cases_passed, code_block, new_task
-from unified.pipeline.extract import code_key, extract_program
-from unified.pipeline.programs import program_prompt, with_prompt_imports
+from unified.text.extract import code_key, extract_program
+from unified.text.prompts import program_prompt, with_prompt_imports
 from unified.sandbox.exec_types import ExecCall
 from unified.types import IOTriple, Problem, Program, Rejection, Task
 

@@ -22,10 +22,10 @@ from __future__ import annotations
 from typing import Sequence
 
 from unified.sandbox.executor import ExecCall
-from unified.pipeline.extract import extract_code, sanitize
+from unified.text.extract import extract_code, sanitize
 from unified.pipeline.generation import Generator, SamplingConfig, user_message
 from unified.pipeline.oracle import NOT_NONE_ENTRY, not_none_program, output_matches, reduces_to_not_none
-from unified.pipeline.programs import program_prompt, with_prompt_imports
+from unified.text.prompts import program_prompt, with_prompt_imports
 from unified.types import Problem, TestCase
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import ast
 import re
 
-from unified.pipeline.arg_types import calls_of
+from unified.text.arg_types import calls_of
 from unified.types import Problem, TestCase
 
 NAME = "humaneval"

@@ -18,9 +18,9 @@ from dataclasses import dataclass
 from typing import Sequence
 
 from unified.sandbox.executor import ExecCall
-from unified.pipeline.extract import proposed_inputs, shape_like
+from unified.text.extract import proposed_inputs, shape_like
 from unified.pipeline.generation import Generator, SamplingConfig, user_message
-from unified.pipeline.programs import display, example_lines
+from unified.text.prompts import display, example_lines
 from unified.values import from_literal, to_literal, values_equal
 from unified.types import IOTriple, Problem, Program, Rejection
 

@@ -11,7 +11,7 @@ import gzip
 import json
 from pathlib import Path
 
-from unified.pipeline.arg_types import apply_template, arg_templates, calls_of, child_template
+from unified.text.arg_types import apply_template, arg_templates, calls_of, child_template
 from unified.types import Problem, TestCase
 
 NAME = "mbpp"

@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import Sequence
 
 from unified.kinds import BuildOptions, kind_of, raw_answer
-from unified.pipeline.extract import answer_text
+from unified.text.extract import answer_text
 from unified.types import Task
 
 def parse_answer(task: Task, text: str) -> tuple[object, str | None]:

@@ -141,7 +141,7 @@ def _phase_1_groups(run: Components, data, sampling) -> dict:
     """Phase 1's samples by prompt text, when phase 1 sampled exactly as phase 5 would
     (n, temperature, top-p, budget): the `solve` kind's groups need no second generation."""
     from unified.pipeline.phases import program_sampling
-    from unified.pipeline.programs import program_prompt
+    from unified.text.prompts import program_prompt
 
     phase_1 = program_sampling(run.pipeline, 0)
     if (phase_1.n, phase_1.temperature, phase_1.top_p, phase_1.max_tokens) != (

@@ -22,7 +22,7 @@ import ast
 import re
 from typing import Sequence
 
-from unified.pipeline.arg_types import apply_template, template_of
+from unified.text.arg_types import apply_template, template_of
 from unified.values import LiteralError, from_literal
 
 _FENCE = re.compile(r"```[ \t]*(?:python3?|py)?[ \t]*\n(.*?)(?:```|\Z)", re.DOTALL | re.IGNORECASE)
