@@ -195,10 +195,10 @@ def warm_up(engine) -> None:
 
 def save(c: Components, round_index: int) -> Path | None:
     """A checkpoint of the state after `round_index` (collective: every rank calls it)."""
-    from unified.run.metrics import gather
+    from unified.trainer.distributed import all_gather
 
     optimizer_state = c.aggregator.optimizer_state_dict()  # gathered on every rank
-    ledgers = gather(c.ledger.state_dict())  # each rank's own compute, restored per rank
+    ledgers = all_gather(c.ledger.state_dict())  # each rank's own compute, restored per rank
     state_dict = c.policy.full_state_dict()  # adapters merged: what transformers and vLLM load
     adapter = c.policy.adapter_state()
     if c.dist.rank != 0:

@@ -29,7 +29,7 @@ from unified.pipeline.phases import run_phases_1_to_4
 from unified.run.runlog import FolderGuard, RunLock, RunLog, check_run_folder, memory_stats
 from unified.run.stopping import StopRequest
 from unified.trainer.checkpoint import rng_state, set_rng_state
-from unified.trainer.distributed import all_reduce_int
+from unified.trainer.distributed import all_gather, all_reduce_int
 from unified.trainer.engine import engine_creations
 from unified.trainer.update_stats import UpdateStats
 from unified.types import Rollout
@@ -85,7 +85,7 @@ def run_round(run: Components, runlog: RunLog, r: int, stop: StopRequest) -> boo
     if torch.cuda.is_available():
         torch.cuda.empty_cache()
     scalars = {**metrics.pipeline_metrics(all_data), **metrics.rollout_metrics(rows)}
-    scalars.update(metrics.train_metrics(metrics.gather(result.train)))
+    scalars.update(metrics.train_metrics(all_gather(result.train)))
     scalars["train/reused_groups"] = all_reduce_int(result.reused_groups, "sum")
     scalars.update(_pass_at_k(run, data))
     scalars.update(_compute_and_fit(run, scalars, r))
@@ -110,7 +110,7 @@ def phases_1_to_4(run: Components, r: int):
     pipeline = replace(run.pipeline, evaluate_baseline=run.pipeline.evaluate_baseline and evaluate)
     with _bar(f"round {r} phases 1-4", 5, run) as bar, phase_engine(run) as engine:
         data = run_phases_1_to_4(run.problems, engine, run.executor, pipeline, r, run.cfg.seed, lambda *_: bar.update())
-    all_data = metrics.merge_rounds(metrics.gather(data))
+    all_data = metrics.merge_rounds(all_gather(data))
     if run.dist.is_main:
         write_round(run.out_dir / f"round_{r}", all_data)
     log.info("round %d: %d tasks kept of %d candidates", r, len(all_data.tasks), len(all_data.candidate_tasks))
@@ -130,7 +130,7 @@ def phase_5(run: Components, r: int, data) -> tuple[Phase5Result, list[Rollout]]
                                  update_weights=run.cfg.trainer.update_weights, ledger=run.ledger,
                                  reuse=_phase_1_groups(run, data, sampling), colocation=run.colocation,
                                  ref_policy=run.ref_policy)  # fmt: skip
-    rows = [row for part in metrics.gather(list(result.rollouts)) for row in part]
+    rows = [row for part in all_gather(list(result.rollouts)) for row in part]
     if run.dist.is_main:
         write_rows(run.out_dir / f"round_{r}", "rollouts", [asdict(row) for row in rows])
     log.info("round %d: phase 5 on %d rollouts, %d optimizer step(s)", r, len(rows), result.train.steps)
@@ -158,7 +158,7 @@ def _pass_at_k(run: Components, data) -> dict:
         return {}
     from unified.eval.pass_at_k import round_pass_at_k
 
-    parts = metrics.gather(round_pass_at_k(data, run.executor, run.pipeline.num_programs, ks))
+    parts = all_gather(round_pass_at_k(data, run.executor, run.pipeline.num_programs, ks))
     return {_pass_at_k_key(k): sum(v for p in parts for v in p.get(k, [])) / max(1, sum(len(p.get(k, [])) for p in parts))
             for k in ks if any(k in p for p in parts)}  # fmt: skip
 
@@ -170,7 +170,7 @@ def _pass_at_k_key(k: int) -> str:
 
 def _compute_and_fit(run: Components, scalars: dict, r: int) -> dict:
     """`compute/*` summed over ranks; with this round's pass@1, the ScaleRL fit so far."""
-    parts = metrics.gather(run.ledger.metrics())
+    parts = all_gather(run.ledger.metrics())
     out = {k: sum(p[k] for p in parts) for k in parts[0]}
     if "eval/pass@1" in scalars:
         run.eval_history.append((out["compute/total_s"], scalars["eval/pass@1"]))
@@ -246,12 +246,12 @@ def final_evaluation(run: Components, runlog: RunLog) -> None:
     from unified.eval.evaluate import EvalResult, evaluate, write_results_json, write_samples_jsonl
 
     with phase_engine(run) as engine:
-        parts = metrics.gather(evaluate(run.problems, engine, run.executor, run.pipeline.program_max_tokens, seed=run.cfg.seed))
+        parts = all_gather(evaluate(run.problems, engine, run.executor, run.pipeline.program_max_tokens, seed=run.cfg.seed))
     per_problem = {k: v for p in parts for k, v in p.per_problem.items()}
     scored = [v for v in per_problem.values() if v is not None]
     result = EvalResult(sum(scored) / len(scored) if scored else 0.0, per_problem, [s for p in parts for s in p.samples],
                         parts[0].budget)  # fmt: skip
-    parts = metrics.gather(run.ledger.metrics())
+    parts = all_gather(run.ledger.metrics())
     compute = {k: sum(p[k] for p in parts) for k in parts[0]}
     run.eval_history.append((compute["compute/total_s"], result.pass_at_1))
     fit = _fit(run, compute)  # the last point of the curve: the final weights
@@ -269,7 +269,7 @@ def _engines_agree(run: Components) -> float:
 
     with phase_engine(run) as engine:
         probe = engine.generate(["def add(a, b):"], SamplingConfig(n=1, temperature=0.0, max_tokens=8, seed=0))[0][0]
-    answers = metrics.gather((probe.token_ids, [round(x, 4) for x in probe.logprobs], probe.version))
+    answers = all_gather((probe.token_ids, [round(x, 4) for x in probe.logprobs], probe.version))
     return float(all(a == answers[0] for a in answers))
 
 

@@ -22,8 +22,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Sequence
 
-import torch.distributed as dist
-
+from unified.trainer.distributed import all_gather
 from unified.trainer.engine import engine_creations
 from unified.trainer.update_stats import UpdateStats, token_weighted_mean
 from unified.types import Rollout
@@ -31,15 +30,6 @@ from unified import kinds
 
 LOSS_KEYS = {"pg_loss": "losses/pg_loss", "kl": "losses/kl", "entropy": "losses/entropy", "loss": "losses/total",
              "ppo_kl": "losses/ppo_kl"}  # fmt: skip
-
-
-def gather(obj) -> list:
-    """Every rank's `obj`, in rank order (a one-element list at world size 1)."""
-    if not dist.is_initialized() or dist.get_world_size() == 1:
-        return [obj]
-    out = [None] * dist.get_world_size()
-    dist.all_gather_object(out, obj)
-    return out
 
 
 def merge_rounds(parts: Sequence):
@@ -58,7 +48,7 @@ def merge_rounds(parts: Sequence):
 def colocation_metrics(colocation) -> dict:
     """This round's `memory/gpu_update_gib` (the most over ranks; CUDA only) and
     `engine/sleeps` (run.colocate.Colocation); a collective: every rank calls it."""
-    parts = gather(colocation.round_metrics() if colocation is not None else {})
+    parts = all_gather(colocation.round_metrics() if colocation is not None else {})
     return {k: max(p.get(k, 0) for p in parts) for k in parts[0]}
 
 
@@ -123,7 +113,7 @@ def executor_metrics(executor) -> dict:
     before = _EXECUTOR_SEEN.get(executor, {})
     _EXECUTOR_SEEN[executor] = dict(stats)
     delta = {k: v - before.get(k, 0) for k, v in stats.items()}
-    parts = gather(delta)
+    parts = all_gather(delta)
     return {f"executor/{k}": sum(p.get(k, 0) for p in parts) for k in sorted({k for p in parts for k in p})}
 
 

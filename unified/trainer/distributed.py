@@ -124,6 +124,16 @@ def world_size() -> int:
     return dist.get_world_size() if dist.is_initialized() else 1
 
 
+def all_gather(obj) -> list:
+    """Every rank's `obj` (anything picklable), in rank order: a one-element list at world
+    size 1. A collective: every rank calls it."""
+    if world_size() == 1:
+        return [obj]
+    out = [None] * world_size()
+    dist.all_gather_object(out, obj)
+    return out
+
+
 def all_reduce_int(value: int, op: str = "max") -> int:
     """Agree on one integer across ranks (e.g. how many micro-batches every rank runs)."""
     if world_size() == 1:

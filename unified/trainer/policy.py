@@ -31,7 +31,7 @@ import torch
 import torch.distributed as dist
 from torch.distributed.tensor import DTensor
 
-from unified.trainer.distributed import resolve_dtype
+from unified.trainer.distributed import resolve_dtype, world_size
 from unified.trainer.tuning import (
     TuningConfig, adapter_tensors, apply_tuning, changing_parameters, lora_scalings, merged_weights, save_adapter,
 )  # fmt: skip
@@ -176,7 +176,7 @@ class Policy:
         """`state` as `optimizer_state` returned it; needed on rank 0 only (it is broadcast)."""
         from torch.distributed.checkpoint.state_dict import StateDictOptions, set_optimizer_state_dict
 
-        opts = StateDictOptions(full_state_dict=True, broadcast_from_rank0=_world() > 1)
+        opts = StateDictOptions(full_state_dict=True, broadcast_from_rank0=world_size() > 1)
         # torch builds a fresh optimizer's state with a zero-lr step, but skips that when any
         # parameter holds a gradient and then fails ("Expected device to be set"): hide them
         stashed = {}
@@ -190,10 +190,6 @@ class Policy:
         finally:
             for p, grad in stashed.items():
                 p.grad = grad
-
-
-def _world() -> int:
-    return dist.get_world_size() if dist.is_initialized() else 1
 
 
 def compute_dtype(dtype: str, device: torch.device) -> torch.dtype:
@@ -231,7 +227,7 @@ def build_policy(
     model.to(device)
     run_dtype = compute_dtype(dtype, device)
     # CPU bf16 at world size 1: autocast (measured faster than FSDP2's mixed precision there)
-    sharded = _world() > 1 or (run_dtype != torch.float32 and device.type == "cuda")
+    sharded = world_size() > 1 or (run_dtype != torch.float32 and device.type == "cuda")
     autocast = run_dtype if run_dtype != torch.float32 and not sharded else None
     changing = changing_parameters(model)
     if sharded:
@@ -249,7 +245,7 @@ def _fully_shard(model: torch.nn.Module, device: torch.device, run_dtype: torch.
     from torch.distributed.device_mesh import init_device_mesh
     from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
 
-    mesh = init_device_mesh(device.type, (_world(),))
+    mesh = init_device_mesh(device.type, (world_size(),))
     mp = MixedPrecisionPolicy()
     if run_dtype != torch.float32:
         mp = MixedPrecisionPolicy(param_dtype=run_dtype, reduce_dtype=torch.float32)
