@@ -177,7 +177,7 @@ def test_build_executor_picks_the_local_pool():
 
 
 def _cli(*args, timeout=60):
-    cmd = [sys.executable, "-m", "unified.pipeline.executor", *args]
+    cmd = [sys.executable, "-m", "unified.sandbox", *args]
     return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, cwd=REPO)
 
 

@@ -1,15 +1,8 @@
-"""`python -m unified.evaluate`: the evaluation command line (unified/eval/cli.py).
-
-The library is `unified.eval.evaluate`; importing this module gives that module itself.
-"""
-
-import sys
+"""`python -m unified.evaluate`: the older name of `python -m unified.eval` (same flags, same output)."""
 
 if __name__ == "__main__":
-    import runpy
+    import sys
 
-    runpy.run_module("unified.eval.cli", run_name="__main__", alter_sys=True)
-else:
-    from unified.eval import evaluate as _library
+    from unified.eval.cli import main
 
-    sys.modules[__name__] = _library
+    sys.exit(main(prog="python -m unified.evaluate"))

@@ -5,7 +5,7 @@ user nothing they can act on (deprecations inside vLLM, "Triton is not installed
 "Triton is installed, but ...", thread-binding notes repeated per worker, NUMA binding,
 weight-loading bars). `quiet_console()` silences them before those libraries are
 imported: it only sets environment variables and warning filters, so it must run first
-(train_unified.py and `python -m unified.evaluate` call it before importing torch; every
+(train_unified.py and `python -m unified.eval` call it before importing torch; every
 torchrun rank runs the same code). Errors still print. `-v` / `trainer.verbose=true`
 (or `--verbose` for the evaluation CLI) keeps everything, at vLLM's INFO level.
 

@@ -1,9 +1,11 @@
-"""`python -m unified.evaluate`: greedy pass@1 of a model, or of a samples file, on hidden tests.
+"""`python -m unified.eval`: greedy pass@1 of a model, or of a samples file, on hidden tests.
 
-    python -m unified.evaluate --benchmark mbpp --model smollm2            all 399 MBPP+ problems (398 with hidden tests)
-    python -m unified.evaluate --benchmark humaneval --model logs/x/checkpoints/round_000002
-    python -m unified.evaluate ... --resume                                continue a killed run
-    python -m unified.evaluate --benchmark mbpp --samples FILE.jsonl --output DIR
+    python -m unified.eval --benchmark mbpp --model smollm2                all 399 MBPP+ problems (398 with hidden tests)
+    python -m unified.eval --benchmark humaneval --model logs/x/checkpoints/round_000002
+    python -m unified.eval ... --resume                                    continue a killed run
+    python -m unified.eval --benchmark mbpp --samples FILE.jsonl --output DIR
+
+(`python -m unified.evaluate` is the same command under its older name.)
 
 With a model: problems run in batches behind a progress bar; after each batch its rows are
 appended to `samples.jsonl` (task_id, solution, completion, passed) and `eval_results.json`
@@ -33,6 +35,7 @@ from typing import Sequence
 from unified.errors import UserError
 
 RESULTS, SAMPLES = "eval_results.json", "samples.jsonl"
+PROG = "python -m unified.eval"
 
 
 class _Parser(argparse.ArgumentParser):
@@ -53,8 +56,8 @@ def _positive(flag: str):
     return parse
 
 
-def build_parser() -> argparse.ArgumentParser:
-    p = _Parser(prog="python -m unified.evaluate", description="Greedy pass@1 on a benchmark's hidden tests.")
+def build_parser(prog: str = PROG) -> argparse.ArgumentParser:
+    p = _Parser(prog=prog, description="Greedy pass@1 on a benchmark's hidden tests.")
     p.add_argument("--benchmark", default="mbpp", help="mbpp or humaneval (default mbpp)")
     p.add_argument("--source", default=None, help="a JSONL/Parquet file of problems instead of the bundled set")
     p.add_argument("--problems", type=_positive("--problems"), default=None, help="the first K problems (default: all)")
@@ -76,14 +79,14 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def main(argv: Sequence[str] | None = None, prog: str = PROG) -> int:
     from unified.cli import exit_code
 
-    return exit_code(lambda: run(argv), resume_hint="run the same command with --resume to continue")
+    return exit_code(lambda: run(argv, prog), resume_hint="run the same command with --resume to continue")
 
 
-def run(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(list(sys.argv[1:] if argv is None else argv))
+def run(argv: Sequence[str] | None = None, prog: str = PROG) -> int:
+    args = build_parser(prog).parse_args(list(sys.argv[1:] if argv is None else argv))
     from unified.quiet import quiet_console
 
     quiet_console(args.verbose)  # before torch and vLLM are imported
@@ -190,6 +193,3 @@ def _check_output(out: Path, resume: bool) -> None:
         raise UserError(f"{str(out)!r} already holds evaluation results: continue them with --resume, "
                         "or choose another folder with --output DIR")  # fmt: skip
 
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -1,7 +1,7 @@
 """Greedy pass@1 on a benchmark's HIDDEN tests, for any model or checkpoint.
 
-    python -m unified.evaluate --benchmark mbpp [--model smollm2|PATH|CHECKPOINT|HUB_ID] [--resume]
-    python -m unified.evaluate --benchmark mbpp --samples FILE.jsonl --output DIR
+    python -m unified.eval --benchmark mbpp [--model smollm2|PATH|CHECKPOINT|HUB_ID] [--resume]
+    python -m unified.eval --benchmark mbpp --samples FILE.jsonl --output DIR
 
 The command line is `unified.eval.cli` (every problem by default, a progress bar, results
 appended as it goes so `--resume` continues a killed run, output folders keyed so runs

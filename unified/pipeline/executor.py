@@ -1,15 +1,8 @@
-"""`python -m unified.pipeline.executor`: the sandbox's command line (unified/sandbox/cli.py).
-
-The executor itself is `unified.sandbox.executor`; importing this module gives that module.
-"""
-
-import sys
+"""`python -m unified.pipeline.executor`: the older name of `python -m unified.sandbox` (same flags, same output)."""
 
 if __name__ == "__main__":
-    import runpy
+    import sys
 
-    runpy.run_module("unified.sandbox.cli", run_name="__main__", alter_sys=True)
-else:
-    from unified.sandbox import executor as _library
+    from unified.sandbox.cli import main
 
-    sys.modules[__name__] = _library
+    sys.exit(main(prog="python -m unified.pipeline.executor"))

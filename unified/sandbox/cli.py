@@ -1,13 +1,14 @@
-"""Command line of the executor (`python -m unified.pipeline.executor`).
+"""Command line of the executor (`python -m unified.sandbox`).
 
-    python -m unified.pipeline.executor FILE.py --entry f --args '[1, 2]'
-    python -m unified.pipeline.executor FILE.py --entry f --calls CALLS.jsonl [--workers K]
+    python -m unified.sandbox FILE.py --entry f --args '[1, 2]'
+    python -m unified.sandbox FILE.py --entry f --calls CALLS.jsonl [--workers K]
 
 `--args`: one call, a Python-literal list of positional arguments. `--calls`: one call per
 line, each line a JSON list of positional arguments, all run through one pool and printed
 in input order. Every call prints one JSON object on its own line: status, value (as
 literal text, null unless ok), error, duration_s, cpu_s, stdout. Exit code 0 whatever the
-programs did; 2 with one line on stderr for bad input.
+programs did; 2 with one line on stderr for bad input. `python -m unified.pipeline.executor`
+is the same command under its older name.
 """
 
 from __future__ import annotations
@@ -56,8 +57,11 @@ def _read_calls(parser: _Parser, path: str) -> list[tuple]:
     return calls
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    parser = _Parser(prog="python -m unified.pipeline.executor", description="Run FILE's function in the sandbox.")
+PROG = "python -m unified.sandbox"
+
+
+def main(argv: Sequence[str] | None = None, prog: str = PROG) -> int:
+    parser = _Parser(prog=prog, description="Run FILE's function in the sandbox.")
     parser.add_argument("file", help="Python file defining the entry function")
     parser.add_argument("--entry", required=True, help="function to call")
     parser.add_argument("--args", default="[]", help="Python-literal list of positional args, e.g. '[1, \"a\"]'")
@@ -90,6 +94,3 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(_json_line(r))
     return 0
 
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -48,7 +48,7 @@ sleep or block. `stats()` counts timeouts by kind ("cpu" / "wall").
 What is covered and what is not, per mechanism, and what a machine without root or
 writable cgroups loses: docs/sandbox.md (`isolation` and `limits` say what this pool got;
 anything missing is logged once at start).
-Benchmark: bench/executor_throughput.py. CLI: `sandbox.cli`.
+Benchmark: bench/executor_throughput.py. CLI: `python -m unified.sandbox` (`sandbox.cli`).
 """
 
 from __future__ import annotations
