@@ -1,22 +1,41 @@
-"""The package's import graph has no circles: module-level and function-level imports
-alike (a backend imports its base, the registry imports the backends, never back)."""
+"""The package's import graph has no circles, and its folders form layers: module-level
+and function-level imports alike (a backend imports its base, the registry imports the
+backends, never back; sandbox never imports pipeline)."""
 
 import ast
 from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parents[1] / "unified"
 
+# The package's folders (and top-level modules), lowest first. A module may import from its
+# own folder and from folders of lower layers only; folders in one layer import neither
+# each other. "__init__" is unified/__init__.py itself.
+LAYERS = (
+    ("__init__", "errors", "types", "quiet"),  # nothing of the project
+    ("values", "cli"),  # the literal codec; the training command's flags
+    ("text", "sandbox"),  # model text (prompt, extraction); the executor
+    ("kinds",),  # task kinds: build a task, score an answer
+    ("pipeline",),  # phases 1-4, rewards, benchmarks
+    ("schema",),  # the typed config
+    ("trainer",),  # policy, engine, aggregator, update
+    ("models",),  # model folders, the tiny model
+    ("config",),  # composing and checking a run's config
+    ("eval",),  # pass@1, pass@k, the evaluation command
+    ("run",),  # the round loop
+    ("evaluate",),  # `python -m unified.evaluate`, the older name of unified.eval
+)
 
-def _modules() -> dict[str, Path]:
+
+def _modules(package: Path = PACKAGE) -> dict[str, Path]:
     mods = {}
-    for path in PACKAGE.rglob("*.py"):
-        parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+    for path in package.rglob("*.py"):
+        parts = path.relative_to(package.parent).with_suffix("").parts
         mods[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
     return mods
 
 
-def import_graph() -> dict[str, set[str]]:
-    mods = _modules()
+def import_graph(package: Path = PACKAGE) -> dict[str, set[str]]:
+    mods = _modules(package)
     graph: dict[str, set[str]] = {m: set() for m in mods}
     for module, path in mods.items():
         package = module if path.name == "__init__.py" else module.rpartition(".")[0]
@@ -78,3 +97,46 @@ def test_the_checker_sees_a_function_level_circle():
 
 def test_no_import_circles_in_the_package():
     assert cycles(import_graph()) == []
+
+
+def folder(module: str) -> str:
+    """unified.sandbox.executor -> sandbox; unified.cli -> cli; unified -> __init__."""
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else "__init__"
+
+
+def layer_breaks(graph: dict[str, set[str]], layers=LAYERS) -> list[str]:
+    """Every import that does not go down the layers (or comes from a folder in no layer)."""
+    rank = {name: i for i, layer in enumerate(layers) for name in layer}
+    breaks = []
+    for module, imported in sorted(graph.items()):
+        here = folder(module)
+        if here not in rank:
+            breaks.append(f"{module}: folder {here!r} is in no layer (add it to LAYERS)")
+            continue
+        for name in sorted(imported):
+            there = folder(name)
+            if there != here and rank.get(there, len(layers)) >= rank[here]:
+                breaks.append(f"{module} -> {name} ({here} may not import {there})")
+    return breaks
+
+
+def test_the_layer_checker_sees_an_upward_import(tmp_path):
+    package = tmp_path / "unified"
+    for name, text in {"sandbox/a.py": "def f():\n    from unified.pipeline.b import g\n",
+                       "pipeline/b.py": "from unified.sandbox import a\ng = 1\n",
+                       "pipeline/__init__.py": "", "sandbox/__init__.py": "", "__init__.py": ""}.items():  # fmt: skip
+        (package / name).parent.mkdir(parents=True, exist_ok=True)
+        (package / name).write_text(text)
+    graph = import_graph(package)
+    assert layer_breaks(graph) == ["unified.sandbox.a -> unified.pipeline.b (sandbox may not import pipeline)"]
+    assert layer_breaks({"unified.text.x": {"unified.sandbox.y"}}) == [
+        "unified.text.x -> unified.sandbox.y (text may not import sandbox)"]  # one layer: neither way
+    assert layer_breaks({"unified.newfolder.x": set()})[0].startswith("unified.newfolder.x: folder 'newfolder' is in no layer")
+
+
+def test_folders_import_only_their_own_and_lower_layers():
+    graph = import_graph()
+    assert layer_breaks(graph) == []
+    listed = {name for layer in LAYERS for name in layer}
+    assert listed == {folder(m) for m in graph}, "LAYERS names a folder the package no longer has"
