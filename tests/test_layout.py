@@ -140,3 +140,11 @@ def test_folders_import_only_their_own_and_lower_layers():
     assert layer_breaks(graph) == []
     listed = {name for layer in LAYERS for name in layer}
     assert listed == {folder(m) for m in graph}, "LAYERS names a folder the package no longer has"
+
+
+def test_trainer_and_pipeline_import_nothing_of_each_other():
+    """What unified/types.py promises: the two meet only in folders above both."""
+    graph = import_graph()
+    crossing = [f"{m} -> {d}" for m, deps in graph.items() for d in deps
+                if {folder(m), folder(d)} == {"trainer", "pipeline"}]  # fmt: skip
+    assert crossing == []

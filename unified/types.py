@@ -2,10 +2,15 @@
 
 problems -> programs -> IPO triples -> tasks -> rollouts -> samples -> update -> weights.
 
-`unified.pipeline` (CPU work) and `unified.trainer` (model work) share only these types;
-the round loop is the one place that uses both. All are frozen: a stage never edits what
-an earlier stage produced. Python values (test arguments, outputs) are kept as values;
-`unified.pipeline.values` turns them into literal text for Parquet and prompts.
+`unified.trainer` (model work) imports no module of `unified.pipeline` (CPU work), nor
+the other way round: what passes between them is these types (the trainer also reads
+`unified.schema`, the typed config, which holds the pipeline's settings among the others),
+and they meet only in folders layered above both (the round loop in `unified.run`,
+`unified.eval`, `unified.models`; tests/test_layout.py checks both rules).
+
+All are frozen: a stage never edits what an earlier stage produced. Python values (test
+arguments, outputs) are kept as values; `unified.values` turns them into literal text for
+Parquet and prompts.
 """
 
 from __future__ import annotations

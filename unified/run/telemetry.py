@@ -1,4 +1,4 @@
-"""Compute per role, as the old orchestrator's `/compute/report` kept it (RALO).
+"""Compute per role (actor, learner, evaluator), the accounting RALO's `/compute/report` kept.
 
     ledger = ComputeLedger()
     engine = MeteredEngine(engine, ledger)       # generate(): actor or evaluator time
