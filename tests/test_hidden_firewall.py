@@ -18,8 +18,8 @@ from unified.sandbox.executors import build_executor
 ROOT = Path(__file__).resolve().parents[1] / "unified"
 # the training side: what builds tasks, rewards them and trains on them
 TRAINING = [*sorted((ROOT / "kinds").glob("*.py")), *sorted((ROOT / "trainer").glob("*.py")), ROOT / "run" / "phase5.py",
-            *(ROOT / "pipeline" / f for f in ("programs.py", "ipo.py", "tasks.py", "validate.py", "rewards.py", "extract.py",
-                                              "values.py", "arg_types.py", "generation.py"))]  # fmt: skip
+            *sorted((ROOT / "text").glob("*.py")), *sorted((ROOT / "values").glob("*.py")),
+            *(ROOT / "pipeline" / f for f in ("programs.py", "ipo.py", "tasks.py", "validate.py", "rewards.py", "generation.py"))]  # fmt: skip
 
 
 class Tripwire(tuple):
