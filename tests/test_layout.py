@@ -3,6 +3,7 @@ and function-level imports alike (a backend imports its base, the registry impor
 backends, never back; sandbox never imports pipeline)."""
 
 import ast
+import functools
 from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parents[1] / "unified"
@@ -34,6 +35,7 @@ def _modules(package: Path = PACKAGE) -> dict[str, Path]:
     return mods
 
 
+@functools.lru_cache(maxsize=None)  # parsed once for all the checks; do not modify the result
 def import_graph(package: Path = PACKAGE) -> dict[str, set[str]]:
     mods = _modules(package)
     graph: dict[str, set[str]] = {m: set() for m in mods}
@@ -148,3 +150,22 @@ def test_trainer_and_pipeline_import_nothing_of_each_other():
     crossing = [f"{m} -> {d}" for m, deps in graph.items() for d in deps
                 if {folder(m), folder(d)} == {"trainer", "pipeline"}]  # fmt: skip
     assert crossing == []
+
+
+def test_the_sandbox_harness_imports_only_the_standard_library():
+    """The worker runs these files by path (values/literal.py among them), with the project
+    unimportable: each import is a standard-library module."""
+    import sys
+
+    from unified.sandbox.config import _HARNESS
+
+    for rel in _HARNESS.values():
+        for node in ast.walk(ast.parse((PACKAGE / rel).read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                names = ["." if node.level else node.module or ""]
+            else:
+                continue
+            outside = [n for n in names if n.split(".")[0] not in sys.stdlib_module_names | {"__future__"}]
+            assert not outside, f"{rel}:{node.lineno} imports {outside}"
