@@ -31,8 +31,8 @@ CONFIGS: dict[str, list[str]] = {
     "top4_lr1e-5_graded": ["tuning=top_layers", "algorithm.lr=1e-5", "pipeline.solve_reward=graded"],
     "top4_lr1e-5_T1": ["tuning=top_layers", "algorithm.lr=1e-5", "rollout.temperature=1.0"],
     "top4_lr1e-5_n8": ["tuning=top_layers", "algorithm.lr=1e-5", "rollout.n=8"],
-    "solve+induction": ["tuning=top_layers", "algorithm.lr=1e-5", "pipeline.task_types=[solve,induction]"],
-    "ttrlvr": ["tuning=top_layers", "algorithm.lr=1e-5", "pipeline.task_types=[induction,deduction,abduction]"],
+    "solve+induction": ["tuning=top_layers", "algorithm.lr=1e-5", "pipeline.kinds=[solve,induction]"],
+    "ttrlvr": ["tuning=top_layers", "algorithm.lr=1e-5", "pipeline.kinds=[induction,deduction,abduction]"],
 }
 
 

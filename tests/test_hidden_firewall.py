@@ -11,7 +11,7 @@ import pytest
 from unified.kinds import TASK_KINDS
 from unified.pipeline.benchmarks import load_problems, with_expected_outputs
 from unified.pipeline.generation import ScriptedGenerator
-from unified.pipeline.phases import PipelineConfig, run_phases_1_to_4, score_rollouts
+from unified.pipeline.phases import PipelineConfig, build_round_data, score_rollouts
 from unified.sandbox.executor import ExecutorConfig
 from unified.sandbox.executors import build_executor
 
@@ -51,9 +51,9 @@ def test_a_round_and_its_rewards_never_read_the_hidden_tests():
             entry = next((k for k in programs if f"`{k}`" in text), None)
             return [programs[entry]] * sampling.n if entry else ["no idea"] * sampling.n
 
-        cfg = PipelineConfig(task_types=TASK_KINDS, evaluate_baseline=False, num_programs=2, num_proposed_inputs=0,
+        cfg = PipelineConfig(kinds=TASK_KINDS, evaluate_baseline=False, num_programs=2, num_proposed_inputs=0,
                              max_tasks=None)  # fmt: skip
-        data = run_phases_1_to_4(sealed, ScriptedGenerator(respond), ex, cfg, round_index=1, seed=0)
+        data = build_round_data(sealed, ScriptedGenerator(respond), ex, cfg, round_index=1, seed=0)
         assert {t.kind for t in data.tasks} >= {"solve", "deduction"}
         scores = score_rollouts(data.tasks, [[t.gold or "x", "nonsense"] for t in data.tasks], ex, cfg)
         assert len(scores) == len(data.tasks)

@@ -73,7 +73,7 @@ def test_kinds_take_turns_per_program():
 def test_a_new_kind_is_built_validated_and_rewarded_without_touching_the_pipeline(with_negation):
     tasks, _ = build_tasks([PROBLEM], [PROGRAM], TRIPLES, ("negation", "deduction"), BuildOptions())
     assert [t.kind for t in tasks] == ["negation", "deduction"] * 3
-    kept, rejected = validate_tasks(tasks, TRIPLES, None, balance_types=False)
+    kept, rejected = validate_tasks(tasks, TRIPLES, None, balance_kinds=False)
     assert len(kept) == 6 and not rejected  # the gold answers earn 1 through the kind's own reward
     run_batch = lambda calls: [ExecResult("ok", 2 * c.args[0]) for c in calls]  # noqa: E731 - `double` itself
     negation = tasks[0]  # Which x gives -2? -> -1

@@ -8,7 +8,7 @@ from unified.pipeline.benchmarks import load_problems, with_expected_outputs
 from unified.sandbox.executor import ExecutorConfig
 from unified.sandbox.executors import build_executor
 from unified.pipeline.parquet_io import write_round
-from unified.pipeline.phases import PipelineConfig, run_phases_1_to_4, score_rollouts
+from unified.pipeline.phases import PipelineConfig, build_round_data, score_rollouts
 from unified.pipeline.validate import REASONS
 
 
@@ -33,13 +33,13 @@ def test_round_through_the_tiny_vllm_engine(tmp_path):
     engine = _engine()
     from unified.pipeline.generation import SamplingConfig
 
-    cfg = PipelineConfig(max_tasks=None, keep_passing_visible=True, balance_types=True, 
+    cfg = PipelineConfig(max_tasks=None, keep_passing_visible=True, balance_kinds=True, 
         seed_programs="canonical", num_programs=2, program_max_tokens=48, num_proposed_inputs=2, input_max_tokens=48
     )
     with build_executor(ExecutorConfig(workers=2, timeout_s=2.0)) as executor:
         problems = [replace(p, hidden=p.hidden[:3]) for p in load_problems("mbpp", ids=["Mbpp/2", "Mbpp/63"])]
         problems = with_expected_outputs(problems, executor.run_batch)
-        data = run_phases_1_to_4(problems, engine, executor, cfg, round_index=1, seed=0)
+        data = build_round_data(problems, engine, executor, cfg, round_index=1, seed=0)
 
         assert set(data.pass_at_1) == {"Mbpp/2", "Mbpp/63"} and set(data.pass_at_1.values()) <= {0.0, 1.0}
         # every sampled completion became a program or a counted program rejection
@@ -47,7 +47,7 @@ def test_round_through_the_tiny_vllm_engine(tmp_path):
         unextracted = [r for r in data.rejections if r.stage == "program" and r.reason in ("no_code", "syntax", "no_entry_point")]
         assert len(sampled) + len(unextracted) == 2 * cfg.num_programs
         assert all(r.reason in REASONS[r.stage] for r in data.rejections)
-        assert {t.kind for t in data.tasks} == set(cfg.task_types)
+        assert {t.kind for t in data.tasks} == set(cfg.kinds)
 
         completions = engine.generate([t.messages for t in data.tasks], SamplingConfig(n=2, temperature=1.0, max_tokens=32, seed=0))
         assert [len(c) for c in completions] == [2] * len(data.tasks)

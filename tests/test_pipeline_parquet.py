@@ -11,7 +11,7 @@ from unified.sandbox.executor import ExecutorConfig
 from unified.sandbox.executors import build_executor
 from unified.pipeline.generation import ScriptedGenerator
 from unified.pipeline.parquet_io import FILES, read_tasks, write_round
-from unified.pipeline.phases import PipelineConfig, RoundData, run_phases_1_to_4
+from unified.pipeline.phases import PipelineConfig, RoundData, build_round_data
 from unified.values import from_literal
 
 
@@ -21,7 +21,7 @@ def round_data():
         problems = [replace(p, hidden=p.hidden[:3]) for p in load_problems("mbpp", ids=["Mbpp/2", "Mbpp/63"])]
         problems = with_expected_outputs(problems, ex.run_batch)
         gen = ScriptedGenerator(lambda text, s: ["no code at all"])
-        yield run_phases_1_to_4(problems, gen, ex, PipelineConfig(max_tasks=None, keep_passing_visible=True, balance_types=True, num_proposed_inputs=4, seed_programs="canonical"), round_index=2)
+        yield build_round_data(problems, gen, ex, PipelineConfig(max_tasks=None, keep_passing_visible=True, balance_kinds=True, num_proposed_inputs=4, seed_programs="canonical"), round_index=2)
 
 
 def test_round_files_read_back_with_pandas_and_datasets(round_data, tmp_path):

@@ -5,7 +5,7 @@ import pytest
 from unified.sandbox.executor import ExecutorConfig
 from unified.sandbox.executors import build_executor
 from unified.pipeline.generation import ScriptedGenerator
-from unified.pipeline.phases import PipelineConfig, run_phases_1_to_4
+from unified.pipeline.phases import PipelineConfig, build_round_data
 from unified.pipeline.validate import REASONS
 from unified.types import Problem, TestCase
 
@@ -51,10 +51,10 @@ def _respond(text, sampling):
 def data():
     cfg = PipelineConfig(max_tasks=None, keep_passing_visible=True, 
         num_programs=len(F_PROGRAMS), num_proposed_inputs=5, evaluate_baseline=False, max_output_chars=1000,
-        max_tasks_per_type_per_problem=2, balance_types=True,
+        max_tasks_per_kind_per_problem=2, balance_kinds=True,
     )
     with build_executor(ExecutorConfig(workers=2, timeout_s=0.5, memory_mb=256)) as executor:
-        return run_phases_1_to_4([TOY, TOY2], ScriptedGenerator(_respond), executor, cfg, round_index=1, seed=0)
+        return build_round_data([TOY, TOY2], ScriptedGenerator(_respond), executor, cfg, round_index=1, seed=0)
 
 
 def test_every_reason_is_exercised(data):

@@ -10,7 +10,7 @@ from unified.pipeline.benchmarks import load_problems, with_expected_outputs
 from unified.sandbox.executor import ExecutorConfig
 from unified.sandbox.executors import build_executor
 from unified.pipeline.generation import ScriptedGenerator
-from unified.pipeline.phases import PipelineConfig, run_phases_1_to_4, score_rollouts
+from unified.pipeline.phases import PipelineConfig, build_round_data, score_rollouts
 from unified.values import to_literal, values_equal
 from unified.kinds import TASK_KINDS
 from unified.types import TestCase
@@ -68,8 +68,8 @@ def _wrong_answer(task, data):
 def test_gold_earns_one_and_wrong_earns_zero_over_a_whole_round(executor):
     problems = _problems("mbpp", FIVE, executor)
     cfg = PipelineConfig(max_tasks=None, keep_passing_visible=True, num_proposed_inputs=4, seed_programs="canonical",
-                         max_tasks_per_type_per_problem=None, balance_types=False, task_types=TASK_KINDS)  # fmt: skip
-    data = run_phases_1_to_4(problems, script(), executor, cfg, round_index=1, seed=0)
+                         max_tasks_per_kind_per_problem=None, balance_kinds=False, kinds=TASK_KINDS)  # fmt: skip
+    data = build_round_data(problems, script(), executor, cfg, round_index=1, seed=0)
     kinds = {t.kind for t in data.tasks}
     assert kinds == set(TASK_KINDS) and len(data.tasks) >= 30
     assert {t.problem_id for t in data.tasks} == set(FIVE)
@@ -80,9 +80,9 @@ def test_gold_earns_one_and_wrong_earns_zero_over_a_whole_round(executor):
 
 def test_default_config_round_is_capped_and_balanced(executor):
     problems = _problems("mbpp", FIVE, executor)
-    cfg = PipelineConfig(max_tasks=None, keep_passing_visible=True, balance_types=True, num_proposed_inputs=4, seed_programs="canonical")
-    data = run_phases_1_to_4(problems, script(), executor, cfg, round_index=1, seed=0)
-    kept = {k: v for k, v in data.kept_per_kind().items() if k in cfg.task_types}
+    cfg = PipelineConfig(max_tasks=None, keep_passing_visible=True, balance_kinds=True, num_proposed_inputs=4, seed_programs="canonical")
+    data = build_round_data(problems, script(), executor, cfg, round_index=1, seed=0)
+    kept = {k: v for k, v in data.kept_per_kind().items() if k in cfg.kinds}
     assert len(set(kept.values())) == 1 and kept["deduction"] > 0  # balanced
     for pid in FIVE:
         for kind in TASK_KINDS:
@@ -92,7 +92,7 @@ def test_default_config_round_is_capped_and_balanced(executor):
     assert counts[("input", "no_inputs", "")] == 5  # no proposals: visible inputs only
     assert set(data.timings) == {"baseline", "phase_1", "phase_2", "phase_3", "phase_4"}
     # same seed, same round -> same tasks
-    again = run_phases_1_to_4(problems, script(), executor, cfg, round_index=1, seed=0)
+    again = build_round_data(problems, script(), executor, cfg, round_index=1, seed=0)
     assert [t.task_id for t in again.tasks] == [t.task_id for t in data.tasks]
 
 
@@ -119,8 +119,8 @@ def test_scripted_programs_and_tuple_inputs_exactly(executor):
             "max_difference": "max_difference([[1, 5], [2, 2]])",
         },
     )
-    cfg = PipelineConfig(max_tasks=None, keep_passing_visible=True, num_proposed_inputs=4, num_programs=4, max_tasks_per_type_per_problem=None, balance_types=False, evaluate_baseline=False)
-    data = run_phases_1_to_4(problems, gen, executor, cfg, round_index=3, seed=0)
+    cfg = PipelineConfig(max_tasks=None, keep_passing_visible=True, num_proposed_inputs=4, num_programs=4, max_tasks_per_kind_per_problem=None, balance_kinds=False, evaluate_baseline=False)
+    data = build_round_data(problems, gen, executor, cfg, round_index=3, seed=0)
 
     assert [p.program_id for p in data.programs] == ["Mbpp/2#p0", "Mbpp/63#p0"]
     program_rejections = sorted((r.subject, r.reason) for r in data.rejections if r.stage == "program")
@@ -152,8 +152,8 @@ def test_humaneval_round_and_pass_at_1(executor):
     # the greedy answer for HumanEval/0 leaves out the prompt's `from typing import List`
     answer = f"```python\ndef has_close_elements(numbers: List[float], threshold: float) -> bool:\n{body}```"
     gen = script(greedy={"has_close_elements": answer, "separate_paren_groups": "```python\ndef separate_paren_groups(s):\n    return []\n```"})
-    cfg = PipelineConfig(max_tasks=None, keep_passing_visible=True, num_proposed_inputs=4, seed_programs="canonical", num_programs=2, max_tasks_per_type_per_problem=None, balance_types=False)
-    data = run_phases_1_to_4(problems, gen, executor, cfg, round_index=1, seed=0)
+    cfg = PipelineConfig(max_tasks=None, keep_passing_visible=True, num_proposed_inputs=4, seed_programs="canonical", num_programs=2, max_tasks_per_kind_per_problem=None, balance_kinds=False)
+    data = build_round_data(problems, gen, executor, cfg, round_index=1, seed=0)
     assert data.pass_at_1 == {"HumanEval/0": 1.0, "HumanEval/1": 0.0}
     greedy_calls = [s for _, s in gen.calls if s.temperature == 0]
     assert len(greedy_calls) == 1 and greedy_calls[0].n == 1
@@ -165,8 +165,8 @@ def test_humaneval_round_and_pass_at_1(executor):
 def test_mbpp_pass_at_1_on_hidden_tests(executor):
     problems = _problems("mbpp", ["Mbpp/2", "Mbpp/63"], executor, hidden=20)
     gen = script(greedy={"similar_elements": f"```python\n{SIMILAR}```", "max_difference": "```python\ndef max_difference(t):\n    return 0\n```"})
-    cfg = PipelineConfig(max_tasks=None, keep_passing_visible=True, balance_types=True, num_programs=0, num_proposed_inputs=0)
-    data = run_phases_1_to_4(problems, gen, executor, cfg, round_index=1)
+    cfg = PipelineConfig(max_tasks=None, keep_passing_visible=True, balance_kinds=True, num_programs=0, num_proposed_inputs=0)
+    data = build_round_data(problems, gen, executor, cfg, round_index=1)
     assert data.pass_at_1 == {"Mbpp/2": 1.0, "Mbpp/63": 0.0}
     assert data.tasks == () and data.programs == ()
 
@@ -180,8 +180,8 @@ def test_hidden_tests_never_reach_tasks_prompts_or_rewards(executor):
         greedy={"similar_elements": f"```python\n{SIMILAR}```"},
         inputs={"similar_elements": "similar_elements((1, 2), (2, 3))"},
     )
-    cfg = PipelineConfig(max_tasks=None, keep_passing_visible=True, num_proposed_inputs=4, seed_programs="canonical", max_tasks_per_type_per_problem=None, balance_types=False)
-    data = run_phases_1_to_4([sentinel], gen, executor, cfg, round_index=1)
+    cfg = PipelineConfig(max_tasks=None, keep_passing_visible=True, num_proposed_inputs=4, seed_programs="canonical", max_tasks_per_kind_per_problem=None, balance_kinds=False)
+    data = build_round_data([sentinel], gen, executor, cfg, round_index=1)
     assert data.pass_at_1 == {"Mbpp/2": 1.0}  # evaluation did read the hidden case
     assert data.tasks
     marks = ("987654321", "123456789")
@@ -206,18 +206,18 @@ def test_pipeline_config_is_the_schema_and_the_file_holds_deltas():
     differing = {f.name for f in fields(PipelineConfig) if getattr(resolved, f.name) != getattr(defaults, f.name)}
     assert differing == {"seed_programs", "program_max_tokens", "input_max_tokens", "num_programs"}  # K follows rollout.n
     assert resolved.seed_programs == "canonical"  # the default for the embedded tiny model
-    assert resolved.task_types == PipelineConfig().task_types  # the self-play kinds: it writes no code
-    assert pipeline("model=hf").seed_programs == "none" and pipeline("model=hf").task_types == ("solve",)
+    assert resolved.kinds == PipelineConfig().kinds  # the self-play kinds: it writes no code
+    assert pipeline("model=hf").seed_programs == "none" and pipeline("model=hf").kinds == ("solve",)
     with pytest.raises(UserError, match="unknown config key 'pipeline.num_program'"):
         compose_config(["pipeline.num_program=3"], check=False)
     with pytest.raises(UserError, match="seed_programs"):
         pipeline("pipeline.seed_programs=gold")
-    with pytest.raises(UserError, match="task_types"):
-        pipeline("pipeline.task_types=[deduction,riddles]")
+    with pytest.raises(UserError, match="kinds"):
+        pipeline("pipeline.kinds=[deduction,riddles]")
     with pytest.raises(UserError, match="induction_reward"):
         pipeline("pipeline.induction_reward=most")
     with pytest.raises(UserError, match="num_programs.*'three'"):
         compose_config(["pipeline.num_programs=three"], check=False)
-    assert pipeline("pipeline.task_types=[deduction]").task_types == ("deduction",)
-    with pytest.raises(ValueError, match="task_types"):  # the dataclass checks itself, config or not
-        PipelineConfig(task_types=("riddles",))
+    assert pipeline("pipeline.kinds=[deduction]").kinds == ("deduction",)
+    with pytest.raises(ValueError, match="kinds"):  # the dataclass checks itself, config or not
+        PipelineConfig(kinds=("riddles",))

@@ -62,7 +62,7 @@ def test_one_task_per_problem_with_a_passing_program_as_gold(executor):
     failing = Program("Toy/1", "Toy/1#p0", "def inc(x):\n    return x\n", "inc")
     task = _task([failing, passing], passing=frozenset({"Toy/1#p1"}))
     assert task.program == passing.code and "return x + 1" in task.gold
-    kept, rejected = validate_tasks([task], [], None, balance_types=False)
+    kept, rejected = validate_tasks([task], [], None, balance_kinds=False)
     assert kept == [task] and not rejected  # the gold earns 1 through the kind's own reward
     assert score_batch([(task, task.gold)], executor.run_batch)[0] == (1.0, None)
 
@@ -70,7 +70,7 @@ def test_one_task_per_problem_with_a_passing_program_as_gold(executor):
 def test_without_a_passing_program_the_task_has_no_gold_and_still_trains():
     task = _task([Program("Toy/1", "Toy/1#p0", "def inc(x):\n    return x\n", "inc")], passing=frozenset())
     assert task.gold == "" and task.program == ""
-    kept, rejected = validate_tasks([task], [], None, balance_types=False)
+    kept, rejected = validate_tasks([task], [], None, balance_kinds=False)
     assert kept == [task] and not rejected
 
 
@@ -89,7 +89,7 @@ def test_code_prompt_imports_are_added_as_phase_1_adds_them(executor):
 
 
 def test_solve_only_runs_no_phase_2_and_a_bad_mode_is_one_clear_error():
-    assert not PipelineConfig(task_types=("solve",)).needs_triples
-    assert PipelineConfig(task_types=("solve", "induction")).needs_triples
+    assert not PipelineConfig(kinds=("solve",)).needs_triples
+    assert PipelineConfig(kinds=("solve", "induction")).needs_triples
     with pytest.raises(ValueError, match="solve_reward must be one of"):
         PipelineConfig(solve_reward="partial")

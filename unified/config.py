@@ -20,6 +20,12 @@ from unified.errors import UserError
 
 CONFIG_DIR = Path(__file__).resolve().parent.parent / "configs"
 GROUPS = ("model", "rollout", "algorithm", "tuning", "benchmark", "pipeline", "executor", "trainer", "experiment")
+# keys that were renamed: the old name is refused with one line naming the new one
+RENAMED = {
+    "pipeline.task_types": "pipeline.kinds",
+    "pipeline.balance_types": "pipeline.balance_kinds",
+    "pipeline.max_tasks_per_type_per_problem": "pipeline.max_tasks_per_kind_per_problem",
+}
 
 
 def _group_options(group: str) -> list[str]:
@@ -53,6 +59,9 @@ def _unknown_key(key: str, overrides: Sequence[str]) -> str:
     """A key Hydra does not know. A new `+key` would be ignored by the code, so point at the
     existing key of that name instead (`rounds=1` -> `trainer.rounds=1` or `--rounds 1`)."""
     value = next((o.split("=", 1)[1] for o in overrides if o.split("=", 1)[0].lstrip("+") == key), "VALUE")
+    old = next((k for k in RENAMED if key in (k, k.rsplit(".", 1)[-1])), None)  # with or without its group
+    if old is not None:
+        return f"{old} was renamed: use {RENAMED[old]}" + (f"={value}" if value != "VALUE" else " instead")
     leaf = key.rsplit(".", 1)[-1]
     known = [k for k in _default_keys() if k.rsplit(".", 1)[-1] == leaf and k != key]
     flags = {k: f"--{f.replace('_', '-')}" for f, k in _flag_keys().items()}

@@ -188,7 +188,7 @@ def seed_programs_for(model_path: str | None) -> str:
 
 
 def task_kinds_for(model_path: str | None) -> list[str]:
-    """`pipeline.task_types`' default (the `${task_kinds_for:...}` resolver): a real model
+    """`pipeline.kinds`' default (the `${task_kinds_for:...}` resolver): a real model
     trains on its benchmark prompts (`solve`, rewarded on the visible examples); the embedded
     tiny model, which writes noise, on the self-play kinds built from canonical programs."""
     from unified.pipeline.phases import TTRLVR_KINDS

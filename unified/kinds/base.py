@@ -33,7 +33,7 @@ class BuildOptions:
 class TaskKind(Protocol):
     """The names a kind module defines."""
 
-    NAME: str  # "deduction": Task.kind, metric keys (reward/deduction), config task_types
+    NAME: str  # "deduction": Task.kind, metric keys (reward/deduction), config pipeline.kinds
     LETTER: str  # "D": its column in the console's tasks line
     # Optional (see `per_problem` / `raw_answer`): PER_PROBLEM = True builds one task per
     # problem through `build_problem(problem, programs, opts)` instead of `build`;

@@ -1,6 +1,6 @@
 """Phases 1-4 of a round in one call, and the phase-5 rewards for its rollouts.
 
-    data = run_phases_1_to_4(problems, engine, executor, cfg, round_index, seed)
+    data = build_round_data(problems, engine, executor, cfg, round_index, seed)
     rewards = score_rollouts(data.tasks, completions, executor, cfg)
 
 Three generation calls (greedy pass@1, K programs, proposed inputs) and three executor
@@ -15,8 +15,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Callable, Sequence
 
-from unified import kinds
-from unified.kinds import BuildOptions, per_problem
+from unified.kinds import KINDS, BuildOptions, kind_of, per_problem
 from unified.kinds.solve import REWARDS as SOLVE_REWARDS
 from unified.pipeline import evaluation, ipo, programs as phase1, tasks as phase3, validate
 from unified.pipeline.generation import Generator, SamplingConfig
@@ -42,10 +41,10 @@ class PipelineConfig:
     keep_passing_visible: bool = False  # drop programs that fail a visible example (else: no induction from them)
     induction_needs_visible: bool = True  # induction only from programs that pass the visible examples
     seed_programs: str = "none"  # "canonical": add each canonical solution as a program
-    task_types: tuple[str, ...] = TTRLVR_KINDS
-    max_tasks_per_type_per_problem: int | None = 4
+    kinds: tuple[str, ...] = TTRLVR_KINDS  # the task kinds a round builds (unified/kinds)
+    max_tasks_per_kind_per_problem: int | None = 4
     max_tasks: int | None = None  # per round (per rank): a seeded, kind-balanced sample of the kept tasks (None: all)
-    balance_types: bool = False
+    balance_kinds: bool = False  # keep as many tasks of each present kind as of the rarest one
     induction_shown: int = 3  # at most this many pairs shown in an induction prompt; >= 1 held out
     induction_reward: str = "all"  # "all" | "fraction" of held-out pairs
     solve_reward: str = "binary"  # solve kind: "binary" | "fraction" of visible examples | "graded" (kinds/solve.py)
@@ -53,12 +52,12 @@ class PipelineConfig:
     max_output_chars: int = 1000  # longer output literals are rejected
 
     def __post_init__(self):
-        object.__setattr__(self, "task_types", tuple(str(k) for k in self.task_types))
+        object.__setattr__(self, "kinds", tuple(str(k) for k in self.kinds))
         problems = []
         if self.seed_programs not in SEED_PROGRAMS:
             problems.append(f"seed_programs must be one of {SEED_PROGRAMS}, got {self.seed_programs!r}")
-        if not self.task_types or set(self.task_types) - set(kinds.KINDS):
-            problems.append(f"task_types must be a non-empty subset of {tuple(kinds.KINDS)}, got {list(self.task_types)}")
+        if not self.kinds or set(self.kinds) - set(KINDS):
+            problems.append(f"kinds must be a non-empty subset of {tuple(KINDS)}, got {list(self.kinds)}")
         if self.induction_reward not in INDUCTION_REWARDS:
             problems.append(f"induction_reward must be one of {INDUCTION_REWARDS}, got {self.induction_reward!r}")
         if self.solve_reward not in SOLVE_REWARDS:
@@ -75,7 +74,7 @@ class PipelineConfig:
     @property
     def needs_triples(self) -> bool:
         """Some configured kind builds from IPO triples (phase 2 runs only then)."""
-        return any(not per_problem(kinds.kind_of(k)) for k in self.task_types)
+        return any(not per_problem(kind_of(k)) for k in self.kinds)
 
 
 @dataclass(frozen=True)
@@ -100,13 +99,13 @@ class RoundData:
         return Counter((r.stage, r.reason, r.kind) for r in self.rejections)
 
     def kept_per_kind(self) -> dict[str, int]:
-        return {k: sum(t.kind == k for t in self.tasks) for k in kinds.KINDS}
+        return {k: sum(t.kind == k for t in self.tasks) for k in KINDS}
 
     def generated_per_kind(self) -> dict[str, int]:
-        return {k: sum(t.kind == k for t in self.candidate_tasks) for k in kinds.KINDS}
+        return {k: sum(t.kind == k for t in self.candidate_tasks) for k in KINDS}
 
 
-def run_phases_1_to_4(
+def build_round_data(
     problems: Sequence[Problem],
     generator: Generator,
     executor,
@@ -132,10 +131,10 @@ def run_phases_1_to_4(
         partial_credit=cfg.partial_credit,
         solve_reward=cfg.solve_reward,
     )
-    candidate_tasks = _collect(rejections, phase3.build_tasks(problems, kept, triples, cfg.task_types, opts))
+    candidate_tasks = _collect(rejections, phase3.build_tasks(problems, kept, triples, cfg.kinds, opts))
     lap("phase_3")
-    tasks = _collect(rejections, validate.validate_tasks(candidate_tasks, triples, cfg.max_tasks_per_type_per_problem,
-                                                         cfg.balance_types, round_seed, cfg.partial_credit))  # fmt: skip
+    tasks = _collect(rejections, validate.validate_tasks(candidate_tasks, triples, cfg.max_tasks_per_kind_per_problem,
+                                                         cfg.balance_kinds, round_seed, cfg.partial_credit))  # fmt: skip
     tasks = _collect(rejections, cap_tasks(tasks, cfg.max_tasks, round_seed))
     lap("phase_4")
     return RoundData(round_index=round_index, problems=tuple(problems), pass_at_1=pass_at_1,
@@ -205,10 +204,10 @@ def cap_tasks(tasks: Sequence[Task], limit: int | None, seed: int) -> tuple[list
     import random
 
     rng = random.Random(seed)
-    queues = {k: rng.sample([t for t in tasks if t.kind == k], sum(t.kind == k for t in tasks)) for k in kinds.KINDS}
+    queues = {k: rng.sample([t for t in tasks if t.kind == k], sum(t.kind == k for t in tasks)) for k in KINDS}
     chosen: list[Task] = []
     while len(chosen) < limit:
-        for kind in kinds.KINDS:
+        for kind in KINDS:
             if queues[kind] and len(chosen) < limit:
                 chosen.append(queues[kind].pop())
     keep = {t.task_id for t in chosen}

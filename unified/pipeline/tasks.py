@@ -18,17 +18,17 @@ def build_tasks(
     problems: Sequence[Problem],
     programs: Sequence[Program],
     triples: Sequence[IOTriple],
-    task_types: Sequence[str],
+    kind_names: Sequence[str],
     opts: BuildOptions,
 ) -> tuple[list[Task], list[Rejection]]:
     """All candidate tasks of the round (phase 4 filters them), in a stable order: per
     problem first the kinds that build one task per problem, then per program the others."""
-    tasks, rejections = _per_problem_tasks(problems, programs, task_types, opts)
+    tasks, rejections = _per_problem_tasks(problems, programs, kind_names, opts)
     by_problem = {p.task_id: p for p in problems}
     by_program: dict[str, list[IOTriple]] = {}
     for t in triples:
         by_program.setdefault(t.program_id, []).append(t)
-    kinds = [kind_of(name) for name in task_types if not per_problem(kind_of(name))]
+    kinds = [kind_of(name) for name in kind_names if not per_problem(kind_of(name))]
     for program in programs:
         mine = by_program.get(program.program_id, [])
         if not mine:
@@ -40,9 +40,9 @@ def build_tasks(
     return tasks, rejections
 
 
-def _per_problem_tasks(problems, programs, task_types, opts: BuildOptions) -> tuple[list[Task], list[Rejection]]:
+def _per_problem_tasks(problems, programs, kind_names, opts: BuildOptions) -> tuple[list[Task], list[Rejection]]:
     tasks, rejections = [], []
-    for kind in [kind_of(name) for name in task_types if per_problem(kind_of(name))]:
+    for kind in [kind_of(name) for name in kind_names if per_problem(kind_of(name))]:
         for problem in problems:
             made, rejected = kind.build_problem(problem, [p for p in programs if p.problem_id == problem.task_id], opts)
             tasks += made

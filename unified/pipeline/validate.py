@@ -10,7 +10,7 @@ checks, in order:
   gold_mismatch  the task's own gold answer, read back through the reward parser and
                  scored against the known outputs, does not earn 1 (e.g. a string output
                  containing "</answer>")
-  over_cap       more than `max_per_type_per_problem` of one kind for one problem
+  over_cap       more than `max_per_kind_per_problem` of one kind for one problem
                  (a seeded random subset is kept)
   balance        trimmed so every kind present keeps the same count (problems round-robin)
 """
@@ -71,8 +71,8 @@ def _round_robin(tasks: Sequence[Task]) -> list[Task]:
 def validate_tasks(
     tasks: Sequence[Task],
     triples: Sequence[IOTriple],
-    max_per_type_per_problem: int | None,
-    balance_types: bool,
+    max_per_kind_per_problem: int | None,
+    balance_kinds: bool,
     seed: int = 0,
     partial_credit: bool = False,
 ) -> tuple[list[Task], list[Rejection]]:
@@ -81,9 +81,9 @@ def validate_tasks(
     order, so the same inputs keep the same tasks)."""
     rejected = _check_each(tasks, _outputs_by_program(triples), partial_credit)
     rng = random.Random(seed)
-    if max_per_type_per_problem is not None:
-        _cap_per_problem([t for t in tasks if t.task_id not in rejected], max_per_type_per_problem, rng, rejected)
-    if balance_types:
+    if max_per_kind_per_problem is not None:
+        _cap_per_problem([t for t in tasks if t.task_id not in rejected], max_per_kind_per_problem, rng, rejected)
+    if balance_kinds:
         _balance_kinds([t for t in tasks if t.task_id not in rejected], rng, rejected)
     kept = [t for t in tasks if t.task_id not in rejected]
     rejections = [

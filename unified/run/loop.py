@@ -25,7 +25,7 @@ from unified.run.components import Components, build_components, check_inputs, c
 from unified.config import UserError, check_machine
 from unified.run.phase5 import Phase5Result, run_phase_5
 from unified.pipeline.parquet_io import write_round, write_rows
-from unified.pipeline.phases import run_phases_1_to_4
+from unified.pipeline.phases import build_round_data
 from unified.run.runlog import FolderGuard, RunLock, RunLog, check_run_folder, memory_stats
 from unified.run.stopping import StopRequest
 from unified.trainer.checkpoint import rng_state, set_rng_state
@@ -109,7 +109,7 @@ def phases_1_to_4(run: Components, r: int):
     evaluate = t.eval_every > 0 and (r - 1) % t.eval_every == 0
     pipeline = replace(run.pipeline, evaluate_baseline=run.pipeline.evaluate_baseline and evaluate)
     with _bar(f"round {r} phases 1-4", 5, run) as bar, phase_engine(run) as engine:
-        data = run_phases_1_to_4(run.problems, engine, run.executor, pipeline, r, run.cfg.seed, lambda *_: bar.update())
+        data = build_round_data(run.problems, engine, run.executor, pipeline, r, run.cfg.seed, lambda *_: bar.update())
     all_data = metrics.merge_rounds(all_gather(data))
     if run.dist.is_main:
         write_round(run.out_dir / f"round_{r}", all_data)
