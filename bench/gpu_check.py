@@ -164,8 +164,8 @@ def _update(policy, samples, device, dtype: str) -> dict:
     from unified.trainer.aggregator import Aggregator
     from unified.trainer.update import train_on_samples
 
-    aggregator = Aggregator(policy, torch.optim.AdamW(policy.parameters(), lr=1e-5), accum_steps=1, update_steps=1)
     cfg = AlgorithmConfig(micro_batch_size=16, accum_steps=1, update_steps=1)
+    aggregator = Aggregator(policy, torch.optim.AdamW(policy.parameters(), lr=1e-5), cfg)
     train_on_samples(samples, aggregator, cfg, engine=None, pad_token_id=0)  # warm-up
     t0 = _clock(device)
     stats = train_on_samples(samples, aggregator, cfg, engine=None, pad_token_id=0)

@@ -40,7 +40,7 @@ def train(steps: int, device: str = "cpu", dtype: str = "float32") -> dict:
     mine = list(range(info.rank, GLOBAL, info.world_size))
     # one row per micro-batch, all of a rank's rows in one contribution: one step per pass
     # (the clip at 0.5 is active: the true global norm must be used on every world size)
-    aggregator = Aggregator(policy, optimizer, accum_steps=len(mine), update_steps=1, grad_clip=0.5)
+    aggregator = Aggregator(policy, optimizer, AlgorithmConfig(grad_clip=0.5))
     tokens_per_contribution = RESPONSE * len(mine)
 
     grad_norms = []
@@ -53,10 +53,10 @@ def train(steps: int, device: str = "cpu", dtype: str = "float32") -> dict:
                 logp, logp.detach(), advantages[row : row + 1], mask, AlgorithmConfig(),
                 batch_num_tokens=tokens_per_contribution, global_batch_size=len(mine),
             )
-            if aggregator.backward(loss, version=aggregator.version):
-                result = aggregator.step()
-                assert result.stepped
-                grad_norms.append(result.grad_norm)
+            loss.backward()
+        result = aggregator.step(contributions=1)
+        assert result.stepped
+        grad_norms.append(result.grad_norm)
     state = policy.full_state_dict()
     return {"state": state, "grad_norms": grad_norms, "version": aggregator.version, "world": info.world_size,
             "sharded": policy.sharded, "backend": str(dist.get_backend())}  # fmt: skip

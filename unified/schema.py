@@ -103,7 +103,14 @@ class AlgorithmConfig:
 
     @property
     def samples_per_step(self) -> int:
+        """Samples per optimizer step, per rank: micro_batch_size x accum_steps x update_steps."""
         return self.micro_batch_size * self.accum_steps * self.update_steps
+
+    @property
+    def steps_per_generation(self) -> int:
+        """Optimizer steps' worth of samples one generation makes: trained `ppo_epochs` times,
+        none of them is older than `max_staleness` versions at its last step."""
+        return max(1, (self.max_staleness + 1) // self.ppo_epochs)
 
 
 @dataclass(frozen=True)

@@ -107,9 +107,9 @@ def learn(device: str, dtype: str) -> dict:
 
     policy, engine = _policy(device, dtype), _hf_engine(dtype)
     reward = _toy_reward(policy.config.vocab_size)
-    aggregator = Aggregator(policy, torch.optim.AdamW(policy.parameters(), lr=LR, weight_decay=0.0), accum_steps=2,
-                            update_steps=1, grad_clip=1.0, max_staleness=1)  # fmt: skip
-    cfg = AlgorithmConfig(micro_batch_size=N * len(LEARN_PROMPTS) // 2, adv_estimator="grpo")
+    cfg = AlgorithmConfig(micro_batch_size=N * len(LEARN_PROMPTS) // 2, accum_steps=2, update_steps=1, grad_clip=1.0,
+                          max_staleness=1, adv_estimator="grpo")  # fmt: skip
+    aggregator = Aggregator(policy, torch.optim.AdamW(policy.parameters(), lr=LR, weight_decay=0.0), cfg)
     assert push_weights(engine, policy, 0).ok
     samples, mean = _sample(engine, reward, seed=0)
     history, losses = [mean], []
@@ -159,8 +159,8 @@ def _colocated_update(policy, engine, colocation) -> dict:
 
     assert push_weights(engine, policy, 0).ok
     samples, _ = _sample(engine, _toy_reward(policy.config.vocab_size), seed=0)
-    aggregator = Aggregator(policy, torch.optim.AdamW(policy.parameters(), lr=LR), accum_steps=1, update_steps=1)
-    cfg = AlgorithmConfig(micro_batch_size=len(samples) // 2)
+    cfg = AlgorithmConfig(micro_batch_size=len(samples) // 2, accum_steps=1, update_steps=1)
+    aggregator = Aggregator(policy, torch.optim.AdamW(policy.parameters(), lr=LR), cfg)
     with colocation.session():
         stats = train_on_samples(samples, aggregator, cfg, engine=engine, pad_token_id=0, turns=colocation)
     fresh, _ = _sample(engine, _toy_reward(policy.config.vocab_size), seed=1)

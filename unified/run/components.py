@@ -239,8 +239,7 @@ def close(c: Components) -> None:
             c.engine.close()
     finally:
         c.executor.close()
-        if os.environ.get("UNIFIED_KEEP_PG") is None:
-            import torch.distributed as dist
+        import torch.distributed as dist
 
-            if dist.is_initialized():
-                dist.destroy_process_group()
+        if dist.is_initialized():
+            dist.destroy_process_group()

@@ -2,8 +2,8 @@
 
     run = build_components(cfg)               policy, ONE engine, executor, aggregator
     for round r:
-        phases 1-4   programs -> IPO triples -> tasks -> validation   (pipeline)
-        phase 5      rollouts -> rewards -> verl loss -> aggregator -> push into engine
+        make_tasks     phases 1-4: programs -> IPO triples -> tasks -> validation   (pipeline)
+        update_policy  phase 5: rollouts -> rewards -> verl loss -> optimizer step -> push into engine
         metrics      merged over ranks -> TensorBoard, metrics.jsonl, one console line
         checkpoint   every `save_every` rounds, at the end, and on SIGTERM/SIGINT
 """
@@ -23,7 +23,7 @@ from tqdm import tqdm
 from unified.run import metrics
 from unified.run.components import Components, build_components, check_inputs, close, phase_engine, save
 from unified.config import UserError, check_machine
-from unified.run.phase5 import Phase5Result, run_phase_5
+from unified.run.phase5 import Phase5Result, train_on_tasks
 from unified.pipeline.parquet_io import write_round, write_rows
 from unified.pipeline.phases import build_round_data
 from unified.run.runlog import FolderGuard, RunLock, RunLog, check_run_folder, memory_stats
@@ -74,13 +74,13 @@ def run_round(run: Components, runlog: RunLog, r: int, stop: StopRequest) -> boo
     """One round; False when a stop signal ended the run (after a checkpoint)."""
     start, rng_at_start = time.perf_counter(), rng_state()
     with runlog.phase(r, "phase_1_4") as t14:
-        data, all_data = phases_1_to_4(run, r)
+        data, all_data = make_tasks(run, r)
     if _stop_requested(stop):  # nothing trained yet this round: save the state it started from
         set_rng_state(rng_at_start)
         save(run, r - 1)
         return False
     with runlog.phase(r, "phase_5") as t5:
-        result, rows = phase_5(run, r, data)
+        result, rows = update_policy(run, r, data)
     gc.collect()  # free between rounds; the engine stays
     if torch.cuda.is_available():
         torch.cuda.empty_cache()
@@ -103,8 +103,8 @@ def run_round(run: Components, runlog: RunLog, r: int, stop: StopRequest) -> boo
     return not stopping
 
 
-def phases_1_to_4(run: Components, r: int):
-    """This rank's RoundData, and every rank's merged (written as Parquet by rank 0)."""
+def make_tasks(run: Components, r: int):
+    """Phases 1-4: this rank's RoundData, and every rank's merged (written as Parquet by rank 0)."""
     t = run.cfg.trainer
     evaluate = t.eval_every > 0 and (r - 1) % t.eval_every == 0
     pipeline = replace(run.pipeline, evaluate_baseline=run.pipeline.evaluate_baseline and evaluate)
@@ -117,15 +117,15 @@ def phases_1_to_4(run: Components, r: int):
     return data, all_data
 
 
-def phase_5(run: Components, r: int, data) -> tuple[Phase5Result, list[Rollout]]:
-    """Rollouts, rewards and updates on this rank's tasks; every rank's rollout rows."""
+def update_policy(run: Components, r: int, data) -> tuple[Phase5Result, list[Rollout]]:
+    """Phase 5: rollouts, rewards and updates on this rank's tasks; every rank's rollout rows."""
     result, tasks = Phase5Result((), UpdateStats(), {}), data.tasks
     if all_reduce_int(len(tasks), "sum") == 0:
         log.warning("round %d: no valid tasks, phase 5 skipped", r)
     else:
         sampling = run.rollout.sampling(seed=(run.cfg.seed * 100_003 + r) * 7919)
         with _bar(f"round {r} phase 5", None, run) as bar, phase_engine(run) as engine:
-            result = run_phase_5(tasks, engine, run.executor, run.aggregator, run.algorithm, run.pipeline, sampling,
+            result = train_on_tasks(tasks, engine, run.executor, run.aggregator, run.algorithm, run.pipeline, sampling,
                                  round_index=r, pad_token_id=run.tokenizer.pad_token_id, on_chunk=bar.update,
                                  update_weights=run.cfg.trainer.update_weights, ledger=run.ledger,
                                  reuse=_phase_1_groups(run, data, sampling), colocation=run.colocation,

@@ -6,7 +6,7 @@
     eval/     pass@1 on the hidden tests (rounds where it was measured)
     losses/   policy loss, KL, entropy, total loss
     train/    grad norm, clip fraction, optimizer steps, dropped / skipped samples
-    weights/  aggregator version, global step, contributions
+    weights/  aggregator version (optimizer steps so far), contributions
     engine/   creations (must stay 1), pushes, failed pushes
     executor/ sandbox calls this round, by status; timeouts by kind (timeout_cpu: the CPU
               limit, load-independent; timeout_wall: the wall-clock backstop, load-dependent)
@@ -122,9 +122,7 @@ def state_metrics(aggregator, engine, memory: dict) -> dict:
     stats = aggregator.stats()
     out = {
         "weights/version": stats["version"],
-        "weights/global_step": stats["global_step"],
         "weights/total_contributions": stats["total_contributions"],
-        "weights/pending_contributions": stats["pending_contributions"],
         "engine/creations": engine_creations(),
         "engine/pushes": engine.pushes if engine is not None else 0,
         "engine/failed_pushes": engine.failed_pushes if engine is not None else 0,

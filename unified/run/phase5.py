@@ -4,13 +4,13 @@ sandbox, and the RL update through the aggregator.
     for each chunk of tasks (as many samples as the staleness budget allows):
         engine.generate(n per task prompt)      behaviour log-probs + weight version
         score_rollouts (sandbox)                verifiable rewards, parse failures
-        train_on_samples                        verl advantages + loss -> aggregator.backward;
-                                                aggregator.step(), then push_weights(engine)
+        train_on_samples                        per optimizer step: verl loss, backward,
+                                                aggregator.step(), push_weights(engine)
 
-Chunks keep rollouts fresh: a chunk holds `steps_per_generation` optimizer steps' worth of
-samples, where `steps_per_generation = (max_staleness + 1) // ppo_epochs`, so no sample
-trained on is older than `max_staleness` versions. Every rank runs the same number of
-chunks (FSDP collectives); a rank out of tasks trains on padding.
+Chunks keep rollouts fresh: a chunk holds `algorithm.steps_per_generation` optimizer steps'
+worth of samples, `(max_staleness + 1) // ppo_epochs`, so no sample trained on is older
+than `max_staleness` versions. Every rank runs the same number of chunks (FSDP
+collectives); a rank out of tasks trains on padding.
 """
 
 from __future__ import annotations
@@ -39,13 +39,13 @@ class Phase5Result:
     reused_groups: int = 0  # groups taken from phase 1's samples instead of a new generation
 
 
-def tasks_per_chunk(aggregator: Aggregator, algorithm: AlgorithmConfig, n: int) -> int:
-    steps = max(1, (aggregator.max_staleness + 1) // max(1, algorithm.ppo_epochs))
-    per_step = algorithm.micro_batch_size * aggregator.accum_steps * aggregator.update_steps
-    return max(1, math.ceil(steps * per_step / n))
+def tasks_per_chunk(algorithm: AlgorithmConfig, n: int) -> int:
+    """Tasks (`n` samples each) per generation: `steps_per_generation` optimizer steps' worth
+    of samples, rounded up to whole tasks; at least one."""
+    return max(1, math.ceil(algorithm.steps_per_generation * algorithm.samples_per_step / n))
 
 
-def run_phase_5(
+def train_on_tasks(
     tasks: Sequence[Task],
     engine: Engine,
     executor,
@@ -69,8 +69,7 @@ def run_phase_5(
     1's programs for the `solve` kind); a task with that prompt takes them as its group
     instead of a new generation while their weight version is fresh enough (`_reusable`).
     `colocation` (run/colocate.py): the engine sleeps during the update, wakes to be pushed to."""
-    size = tasks_per_chunk(aggregator, algorithm, sampling.n)
-    steps = max(1, (aggregator.max_staleness + 1) // max(1, algorithm.ppo_epochs))
+    size = tasks_per_chunk(algorithm, sampling.n)
     rows: list[Rollout] = []
     summaries: list[UpdateStats] = []
     seconds = {"generate": 0.0, "score": 0.0, "train": 0.0}
@@ -79,7 +78,7 @@ def run_phase_5(
         chunk = list(tasks[c * size : (c + 1) * size])
         seed = None if sampling.seed is None else sampling.seed + 1000 * c
         with _timed(seconds, "generate"):
-            outputs, reused = _generate(chunk, engine, replace(sampling, seed=seed), _reusable(reuse, aggregator, steps))
+            outputs, reused = _generate(chunk, engine, replace(sampling, seed=seed), _reusable(reuse, aggregator.version, algorithm))
         reused_groups += reused
         with _timed(seconds, "score"):
             scores = score_rollouts(chunk, outputs, executor, pipeline) if chunk else []
@@ -97,12 +96,12 @@ def run_phase_5(
     return Phase5Result(tuple(rows), merge_chunks(summaries), seconds, reused_groups)
 
 
-def _reusable(reuse, aggregator: Aggregator, steps: int) -> dict:
+def _reusable(reuse, version: int, algorithm: AlgorithmConfig) -> dict:
     """The reusable groups whose samples are still within `max_staleness` at the chunk's
-    last optimizer step (version now + steps - 1)."""
+    last optimizer step (`version` now + steps_per_generation - 1)."""
     if not reuse:
         return {}
-    limit = aggregator.version + steps - 1 - aggregator.max_staleness
+    limit = version + algorithm.steps_per_generation - 1 - algorithm.max_staleness
     return {prompt: group for prompt, group in reuse.items() if group and min(c.version for c in group) >= limit}
 
 

@@ -1,14 +1,12 @@
-"""Phase 5's update, the way torchtune's `train()` reads:
+"""Phase 5's update, in the shape of torchtune's GRPO recipe:
 
     advantages over the non-empty samples, grouped by `Sample.group` (verl estimator)
-    for each PPO epoch, for each optimizer step's worth of samples
-            (micro_batch_size x accum_steps x update_steps per rank):
-        drop the samples that are too stale (counted by the aggregator)
-        for each micro-batch: forward, verl loss normalised over its contribution,
-            aggregator.backward(loss)  -> True when the step is due:
-                version = aggregator.step()        clip, NaN guard, AdamW, version += 1
-                push_weights(engine, version)      the new weights into the engine, in place
-        a short last contribution still steps and pushes (flush)
+    for each PPO epoch:
+        for each optimizer step's samples (micro_batch_size x accum_steps x update_steps per rank):
+            drop the samples that are too stale (counted by the aggregator)
+            for each micro-batch: forward, verl loss normalised over its contribution, loss.backward()
+            aggregator.step()                  average, clip, NaN guard, AdamW, zero_grad, version += 1
+            push_weights(engine, version)      the new weights into the engine, in place
 
 `turns` (unified/run/colocate.py's `Colocation`, for vLLM's sleep mode) hears when the
 policy's turn starts (`updating()`, before every forward: the engine sleeps) and when the
@@ -49,46 +47,52 @@ def train_on_samples(
     temperature: float = 1.0,
     pad_token_id: int,
     ref_policy: Policy | None = None,
-    flush: bool = True,
-    push_retries: int = 1,
     turns: Turns | None = None,
 ) -> UpdateStats:
     """The RL update on scored samples; every optimizer step's weights are pushed into `engine`
     (None: no engine, e.g. a unit test). `temperature` is the sampling temperature, so that
-    log-probs match the engine's. `flush=False` leaves a short last chunk pending."""
+    log-probs match the engine's."""
     if cfg.use_kl_loss and ref_policy is None:
         raise ValueError("use_kl_loss needs a ref_policy (a frozen build_policy(..., trainable=False))")
-    kept, turns = [s for s in samples if s.token_ids], turns or Turns()
-    dropped_empty, signal = len(samples) - len(kept), group_signal(kept)
+    pairs, counts = trainable(samples, cfg)
+    policy, turns, record = aggregator.policy, turns or Turns(), _Record()
+    policy.module.train()
+    for _epoch in range(cfg.ppo_epochs):
+        for chunk in _step_chunks(pairs, cfg.samples_per_step):  # one chunk = one optimizer step
+            fresh = aggregator.filter_stale(chunk, version_of=lambda pair: pair[0].version)
+            record.used += len(fresh)
+            record.dropped_stale += len(chunk) - len(fresh)
+            batches = _micro_batches(fresh, cfg, pad_token_id)  # as many on every rank
+            if not batches:
+                continue
+            for batch, norm in batches:
+                turns.updating()  # the policy's turn: a colocated engine sleeps
+                _micro_batch_loss(batch, norm, policy, cfg, temperature, ref_policy, record).backward()
+            result = aggregator.step(contributions=math.ceil(len(batches) / cfg.accum_steps))
+            push = None
+            if result.stepped and engine is not None:
+                turns.pushing()  # the engine's turn: it wakes
+                push = push_weights(engine, policy, result.version)
+            record.step(result, push)
+    return record.stats(samples=len(samples), version=aggregator.version, **counts)
+
+
+def trainable(samples: Sequence[Sample], cfg: AlgorithmConfig) -> tuple[list[tuple[Sample, torch.Tensor]], dict]:
+    """(sample, advantage) pairs of the samples that train, and what was left out: empty
+    completions, and under `zero_variance=drop` the groups without signal."""
+    kept = [s for s in samples if s.token_ids]
+    signal = group_signal(kept)
     if cfg.zero_variance == "drop":  # no gradient under a group baseline: no forward for them
         kept = [s for s in kept if signal[s.group]]
     advantages = list(compute_advantages([s.reward for s in kept], response_mask_of(kept), [s.group for s in kept], cfg)) if kept else []
-    per_step = cfg.micro_batch_size * aggregator.accum_steps * aggregator.update_steps
-    record, dropped_before, used = _Record(), aggregator.dropped_stale, 0
-    aggregator.policy.module.train()
-    for _epoch in range(cfg.ppo_epochs):
-        for c in range(all_reduce_int(math.ceil(len(kept) / per_step), "max")):
-            chunk = [(kept[i], advantages[i]) for i in range(c * per_step, min((c + 1) * per_step, len(kept)))]
-            fresh = aggregator.filter_stale(chunk, version_of=lambda pair: pair[0].version)
-            used += len(fresh)
-            for batch, norm in _micro_batches(fresh, aggregator, cfg.micro_batch_size, pad_token_id):
-                turns.updating()
-                loss = _micro_batch_loss(batch, norm, aggregator.policy, cfg, temperature, ref_policy, record)
-                if aggregator.backward(loss, min(batch.versions) if batch.versions else None):
-                    record.step(*step_and_push(aggregator, engine, push_retries, turns))
-            if flush and aggregator.close_open_contribution():
-                record.step(*step_and_push(aggregator, engine, push_retries, turns))
-    return record.stats(
-        samples=len(samples),
-        used=used,
-        dropped_empty=dropped_empty,
-        dropped_stale=aggregator.dropped_stale - dropped_before,
+    counts = dict(
+        dropped_empty=sum(not s.token_ids for s in samples),
         groups=len(signal),
         groups_used=sum(signal.values()),
         zero_variance_groups=len(signal) - sum(signal.values()),
         dropped_zero_variance=sum(not signal[s.group] for s in samples if s.token_ids) if cfg.zero_variance == "drop" else 0,
-        version=aggregator.version,
     )
+    return list(zip(kept, advantages)), counts
 
 
 def group_signal(samples: Sequence[Sample]) -> dict:
@@ -100,15 +104,10 @@ def group_signal(samples: Sequence[Sample]) -> dict:
     return {g: len(r) == 1 or max(r) > min(r) for g, r in rewards.items()}
 
 
-def step_and_push(aggregator: Aggregator, engine: Engine | None, retries: int = 1,
-                  turns: Turns | None = None) -> tuple[StepResult, PushResult | None]:  # fmt: skip
-    """The optimizer step, then the new version into the engine (a skipped step pushes
-    nothing); `turns.pushing()` in between wakes a sleeping engine."""
-    result = aggregator.step()
-    if not result.stepped or engine is None:
-        return result, None
-    (turns or Turns()).pushing()
-    return result, push_weights(engine, aggregator.policy, result.version, retries)
+def _step_chunks(pairs: list, per_step: int):
+    """Each optimizer step's samples; every rank runs as many steps (FSDP collectives)."""
+    for c in range(all_reduce_int(math.ceil(len(pairs) / per_step), "max")):
+        yield pairs[c * per_step : (c + 1) * per_step]
 
 
 class Turns:
@@ -138,23 +137,21 @@ def push_weights(engine: Engine, policy: Policy, version: int, retries: int = 1)
     raise RuntimeError(f"engine push of version {version} failed {retries + 1} times: {result.error}")
 
 
-def _micro_batches(fresh, aggregator: Aggregator, size: int, pad_token_id: int):
+def _micro_batches(fresh, cfg: AlgorithmConfig, pad_token_id: int) -> list[tuple[MicroBatch, tuple[int, int]]]:
     """(micro-batch, contribution norm) pairs; every rank runs the same number (padding)."""
+    size = cfg.micro_batch_size
     batches = [collate([s for s, _ in fresh[j : j + size]], [a for _, a in fresh[j : j + size]], pad_token_id)
                for j in range(0, len(fresh), size)]  # fmt: skip
     batches += [dummy_batch(pad_token_id)] * (all_reduce_int(len(batches), "max") - len(batches))
-    return zip(batches, _contribution_norms(batches, aggregator))
+    return list(zip(batches, _contribution_norms(batches, cfg.accum_steps)))
 
 
-def _contribution_norms(batches: list[MicroBatch], aggregator: Aggregator) -> list[tuple[int, int]]:
-    """(tokens, sequences) of the contribution each micro-batch falls in, aligned with the
-    aggregator's open contribution; at least 1 so a padding-only contribution is 0, not NaN."""
-    accum = aggregator.accum_steps
-    first = accum - aggregator.open_micro_batches
-    bounds = [0] + list(range(first, len(batches), accum)) + [len(batches)]
+def _contribution_norms(batches: list[MicroBatch], accum_steps: int) -> list[tuple[int, int]]:
+    """(tokens, sequences) of the contribution (`accum_steps` micro-batches) each micro-batch
+    falls in; at least 1 so a padding-only contribution is 0, not NaN."""
     norms: list[tuple[int, int]] = []
-    for lo, hi in zip(bounds[:-1], bounds[1:]):
-        group = batches[lo:hi]
+    for lo in range(0, len(batches), accum_steps):
+        group = batches[lo : lo + accum_steps]
         tokens = sum(b.num_tokens for b in group)
         seqs = sum(int((b.response_mask.sum(-1) > 0).sum()) for b in group)
         norms += [(max(1, tokens), max(1, seqs))] * len(group)
@@ -196,6 +193,7 @@ class _Record:
         self.grad_norms: list[float] = []
         self.push_s = 0.0
         self.skipped = 0
+        self.used = self.dropped_stale = 0  # samples that reached a forward / were too stale
 
     def add(self, metrics: dict, tokens: int) -> None:
         self.micro_batches += 1
@@ -221,5 +219,7 @@ class _Record:
             grad_norm=token_weighted_mean((g, 1) for g in self.grad_norms),
             versions=tuple(self.versions),
             losses={k: v / max(1, self.tokens) for k, v in self.sums.items()},
+            used=self.used,
+            dropped_stale=self.dropped_stale,
             **counts,
         )
