@@ -57,24 +57,32 @@ def test_cfg_job_prints_resolved_config(capsys, tmp_path):
     assert set(GROUPS) - {"experiment"} <= set(printed.keys())
 
 
-def test_each_group_is_its_schema_dataclass_frozen_with_its_checks():
+def test_the_config_is_one_frozen_typed_tree_with_each_group_its_schema_dataclass():
     import dataclasses
 
     from unified.config import typed
     from unified.schema import TrainConfig
 
     cfg = compose_config(["executor.timeout_s=1.5", "algorithm=rloo", "tuning=lora"], check=False)
+    run_cfg = typed(cfg)
+    assert type(run_cfg) is TrainConfig
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        run_cfg.seed = 1
     for f in dataclasses.fields(TrainConfig):
         if dataclasses.is_dataclass(f.default_factory):
-            group = typed(cfg, f.name)
+            group = getattr(run_cfg, f.name)
             assert type(group) is f.default_factory, f.name
             with pytest.raises(dataclasses.FrozenInstanceError):
                 setattr(group, dataclasses.fields(group)[0].name, None)
     # derived values follow the override: the schema holds the declared default (None), not
     # one derived from the default timeout when the schema was built
-    assert cfg.executor.wall_s is None and typed(cfg, "executor").wall_s == 16.0
-    assert typed(cfg, "algorithm").adv_estimator == "rloo" and typed(cfg, "tuning").method == "lora"
-    assert typed(cfg, "tuning").target_modules == tuple(typed(cfg, "tuning").target_modules)
+    assert cfg.executor.wall_s is None and run_cfg.executor.wall_s == 16.0
+    assert run_cfg.algorithm.adv_estimator == "rloo" and run_cfg.tuning.method == "lora"
+    assert run_cfg.tuning.target_modules == tuple(run_cfg.tuning.target_modules)
+    # derived sizes: computed in one place, from the group's own fields
+    a = run_cfg.algorithm
+    assert a.samples_per_step == a.micro_batch_size * a.accum_steps * a.update_steps
+    assert a.steps_per_generation == (a.max_staleness + 1) // a.ppo_epochs
 
 
 def test_option_files_hold_only_schema_keys():

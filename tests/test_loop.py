@@ -96,3 +96,18 @@ def test_restart_mode_rebuilds_engines_per_phase_and_still_trains(tmp_path):
     assert rows[-1]["weights/version"] >= 2 and rows[-1]["engine/failed_pushes"] == 0
     assert_trained(tmp_path)
     assert "final pass@1" in proc.stdout  # the final evaluation got its own engine too
+
+
+def test_a_run_with_many_non_default_keys_trains(tmp_path):
+    """Several non-default keys at once through one real round (tests/test_config_keys.py
+    walks every key through the start-up checks): each shows its effect."""
+    run(tmp_path, "--rounds", "1", "seed=3", "algorithm.use_kl_loss=true", "algorithm.ppo_epochs=2",
+        "algorithm.zero_variance=keep", "algorithm.keep_last_versions=1", "pipeline.kinds=[deduction]",
+        "trainer.pass_at_k=[1]", "executor.workers=1")  # fmt: skip
+    row = json.loads((tmp_path / "metrics.jsonl").read_text().splitlines()[0])
+    assert row["losses/kl"] >= 0 and "eval/pass@1_sampled" in row  # the reference policy; pass@k from phase 1's samples
+    assert row["tasks/kept"] == row["tasks/kept_deduction"] > 0  # only the configured kind
+    assert row["train/dropped_zero_variance"] == 0 and row["train/steps"] >= 2  # kept groups; two epochs
+    assert len(list((tmp_path / "snapshots").glob("version_*.safetensors"))) == 1
+    saved = (tmp_path / "checkpoints" / "round_000001" / "config.yaml").read_text()
+    assert "seed: 3" in saved and "use_kl_loss: true" in saved and "- deduction" in saved

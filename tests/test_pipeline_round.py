@@ -196,7 +196,7 @@ def test_pipeline_config_is_the_schema_and_the_file_holds_deltas():
     from unified.errors import UserError
 
     def pipeline(*overrides):
-        return typed(compose_config(list(overrides), check=False), "pipeline")
+        return typed(compose_config(list(overrides), check=False)).pipeline
 
     mapping = yaml.safe_load(CONFIG.read_text())
     assert set(mapping) < {f.name for f in fields(PipelineConfig)}  # only keys of the schema, not all of them

@@ -12,11 +12,14 @@ import dataclasses
 import os
 import re
 from pathlib import Path
-from typing import Sequence
+from typing import TYPE_CHECKING, Sequence
 
 from omegaconf import DictConfig, OmegaConf
 
 from unified.errors import UserError
+
+if TYPE_CHECKING:  # composing a config imports no stage (schema.py imports the pipeline's)
+    from unified.schema import TrainConfig
 
 CONFIG_DIR = Path(__file__).resolve().parent.parent / "configs"
 GROUPS = ("model", "rollout", "algorithm", "tuning", "benchmark", "pipeline", "executor", "trainer", "experiment")
@@ -118,52 +121,58 @@ def compose_config(overrides: Sequence[str] = (), check: bool = True) -> DictCon
     return cfg
 
 
-def _positive_int(cfg: DictConfig, key: str, flag: str, allow_zero: bool = False) -> None:
-    value = OmegaConf.select(cfg, key)
-    if isinstance(value, bool) or not isinstance(value, int) or value < (0 if allow_zero else 1):
-        least = 0 if allow_zero else 1
-        raise UserError(f"{flag} must be a whole number >= {least} (got {value!r}): e.g. {flag} {max(least, 1)}")
+def _positive_int(value, flag: str) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise UserError(f"{flag} must be a whole number >= 1 (got {value!r}): e.g. {flag} 1")
 
 
-def typed(cfg: DictConfig, group: str):
-    """The group as the frozen dataclass its stage runs with (unified/schema.py), its
-    `__post_init__` checks run; a mistake is one UserError line."""
+def typed(cfg: DictConfig) -> TrainConfig:
+    """The whole config as ONE frozen `schema.TrainConfig` (`OmegaConf.to_object`): each
+    group the frozen dataclass its stage runs with, its `__post_init__` checks run; a
+    mistake is one UserError line."""
     from omegaconf.errors import OmegaConfBaseException
 
-    node = cfg[group]
-    extra = sorted(set(node) - {f.name for f in dataclasses.fields(OmegaConf.get_type(node))})
-    if extra:  # added with `+`: no code would read it
-        raise UserError(_unknown_key(f"{group}.{extra[0]}", []))
+    added = _added_keys(cfg)
+    if added:  # added with `+`: no code would read it
+        raise UserError(_unknown_key(added[0], []))
     try:
-        return OmegaConf.to_object(node)
+        return OmegaConf.to_object(cfg)
     except (ValueError, TypeError, OmegaConfBaseException) as exc:
-        reason = " ".join(str(exc).split()).removeprefix(f"{group} config: ")
-        raise UserError(f"{group} config: {reason}") from None
+        raise UserError(" ".join(str(exc).split("\n")[0].split())) from None
 
 
-def validate(cfg: DictConfig) -> None:
-    """Checks that need no heavy imports; called on every composed config."""
-    from unified.schema import TrainConfig
+def _added_keys(cfg: DictConfig) -> list[str]:
+    """Keys of the root or of a group that its schema class does not declare."""
+    def extra(node, prefix: str) -> list[str]:
+        declared = {f.name for f in dataclasses.fields(OmegaConf.get_type(node))}
+        return [f"{prefix}{k}" for k in sorted(set(node) - declared)]
 
-    for group in (f.name for f in dataclasses.fields(TrainConfig) if dataclasses.is_dataclass(f.default_factory)):
-        typed(cfg, group)
-    _positive_int(cfg, "trainer.rounds", "--rounds")
-    _positive_int(cfg, "trainer.save_every", "--save-every")
-    if cfg.benchmark.problems is not None and not cfg.benchmark.problem_ids:
-        _positive_int(cfg, "benchmark.problems", "--problems")
-    resume = str(cfg.trainer.resume)
-    if resume not in ("none", "auto") and not Path(resume).expanduser().exists():
-        raise UserError(f"--resume {resume!r}: no such checkpoint; use auto, none, or an existing checkpoint directory")
-    path = cfg.model.path
+    groups = [k for k in cfg if isinstance(cfg[k], DictConfig) and dataclasses.is_dataclass(OmegaConf.get_type(cfg[k]))]
+    return extra(cfg, "") + [key for g in groups for key in extra(cfg[g], f"{g}.")]
+
+
+def validate(cfg: DictConfig) -> TrainConfig:
+    """Checks that need no heavy imports; called on every composed config. Returns the
+    run's one typed config (`typed`)."""
+    run_cfg = typed(cfg)
+    t, b = run_cfg.trainer, run_cfg.benchmark
+    _positive_int(t.rounds, "--rounds")
+    _positive_int(t.save_every, "--save-every")
+    if b.problems is not None and not b.problem_ids:
+        _positive_int(b.problems, "--problems")
+    if t.resume not in ("none", "auto") and not Path(t.resume).expanduser().exists():
+        raise UserError(f"--resume {t.resume!r}: no such checkpoint; use auto, none, or an existing checkpoint directory")
+    path = run_cfg.model.path
     if path is not None:
         from unified.models.resolve import looks_local
 
         if looks_local(path) and not Path(str(path)).expanduser().exists():
             raise UserError(f"model path {path!r} does not exist: give a local model directory or a Hugging Face model id (model.path=...)")
-    check_writable(Path(str(cfg.output_dir)))
+    check_writable(Path(run_cfg.output_dir))
+    return run_cfg
 
 
-def check_machine(cfg: DictConfig, model_dir: str) -> None:
+def check_machine(cfg: TrainConfig, model_dir: str) -> None:
     """What this machine and this model must offer the config: a GPU when one is asked for,
     the vLLM package for a vLLM rollout, and a context that fits the model. Checked before
     anything starts, so none of these ends as a traceback from deep inside torch or vLLM."""
@@ -175,20 +184,21 @@ def check_machine(cfg: DictConfig, model_dir: str) -> None:
     has_cuda = torch.cuda.is_available()
     if t.gpus is not None and not has_cuda:
         raise UserError(f"--gpu / trainer.gpus={t.gpus}: no CUDA GPU is visible on this machine: leave it out to run on the CPU")
-    if str(t.device) == "cuda" and not has_cuda:
+    if t.device == "cuda" and not has_cuda:
         raise UserError("trainer.device=cuda but no CUDA GPU is visible on this machine: use trainer.device=auto or trainer.device=cpu")
-    backend = str(rollout.backend)
+    backend = rollout.backend
     if backend == "vllm" and not has_cuda:
         raise UserError("rollout=vllm needs a CUDA GPU: on this machine use rollout=vllm_cpu (the default) or rollout=hf")
     if backend in ("vllm", "vllm_cpu") and importlib.util.find_spec("vllm") is None:
         raise UserError(f"rollout={backend} needs the vllm package, which is not installed: run make install, or use rollout=hf")
     limit = model_positions(model_dir)
-    if backend in ("vllm", "vllm_cpu") and limit is not None and int(rollout.max_model_len) > limit:
+    if backend in ("vllm", "vllm_cpu") and limit is not None and rollout.max_model_len > limit:
         raise UserError(f"rollout.max_model_len={rollout.max_model_len} does not fit the model, which has {limit} positions "
                         f"(max_position_embeddings): set rollout.max_model_len={limit} or less")  # fmt: skip
-    for key in ("rollout.max_tokens", "pipeline.program_max_tokens", "pipeline.input_max_tokens"):
-        value = OmegaConf.select(cfg, key)
-        if isinstance(value, int) and value >= int(rollout.max_model_len):
+    budgets = {"rollout.max_tokens": rollout.max_tokens, "pipeline.program_max_tokens": cfg.pipeline.program_max_tokens,
+               "pipeline.input_max_tokens": cfg.pipeline.input_max_tokens}  # fmt: skip
+    for key, value in budgets.items():
+        if value >= rollout.max_model_len:
             raise UserError(f"{key}={value} leaves no room for the prompt in rollout.max_model_len={rollout.max_model_len}: "
                             f"lower {key} or raise rollout.max_model_len")  # fmt: skip
 

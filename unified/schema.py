@@ -1,15 +1,18 @@
 """The config's schema: one dataclass per Hydra group, and `TrainConfig` over them.
 
     cfg = compose_config(["algorithm.lr=5e-5"])          # a DictConfig typed by TrainConfig
-    pipeline: PipelineConfig = typed(cfg, "pipeline")     # unified.config.typed: OmegaConf.to_object
+    run_cfg: TrainConfig = typed(cfg)                     # unified.config.typed: OmegaConf.to_object
+    run_cfg.algorithm.samples_per_step                    # frozen, typed, derived sizes as properties
 
 `configs/*.yaml` hold values only (option files and experiments only their deltas); these
 classes hold the keys, types and defaults. Hydra checks every override against them when it
 composes (an unknown key or a wrong type is an error there), and `OmegaConf.to_object` turns
-a group into the frozen dataclass its stage runs with, checks in `__post_init__` included:
-no hand-written mapping between YAML and code. `PipelineConfig` (pipeline/phases.py) and
-`ExecutorConfig` (sandbox/config.py) live with their stages; the rest live here because
-their stages import torch, and composing a config must not.
+the whole tree into one frozen `TrainConfig` whose groups are the frozen dataclasses their
+stages run with, checks in `__post_init__` included: no hand-written mapping between YAML
+and code. The run builds it once (`config.validate`) and every stage reads its fields.
+`PipelineConfig` (pipeline/phases.py) and `ExecutorConfig` (sandbox/config.py) live with
+their stages; the rest live here because their stages import torch, and composing a config
+must not.
 """
 
 from __future__ import annotations
@@ -25,6 +28,20 @@ from unified.types import SamplingConfig
 
 TUNING_METHODS = ("full", "lora", "top_layers")
 ZERO_VARIANCE = ("drop", "keep")
+DTYPES = ("auto", "float32", "bfloat16", "float16")
+ENGINE_BACKENDS = ("vllm_cpu", "vllm", "hf")  # trainer.engine.ENGINES (tests/test_config_keys.py checks they agree)
+DEVICES = ("auto", "cpu", "cuda")
+
+
+def _refuse(group: str, problems: dict) -> None:
+    """One ValueError naming every `key: what it must be` whose check failed."""
+    failed = [f"{group}.{key} {rule}" for key, rule in problems.items() if rule]
+    if failed:
+        raise ValueError("; ".join(failed))
+
+
+def _must(ok: bool, rule: str, value) -> str | None:
+    return None if ok else f"must be {rule}, got {value!r}"
 
 
 @dataclass(frozen=True)
@@ -34,6 +51,10 @@ class ModelConfig:
     gradient_checkpointing: bool = False
     trust_remote_code: bool = False
     max_new_tokens: int = 64  # generation budget per completion (programs, inputs, rollouts)
+
+    def __post_init__(self):
+        _refuse("model", {"dtype": _must(self.dtype in DTYPES, f"one of {DTYPES}", self.dtype),
+                          "max_new_tokens": _must(self.max_new_tokens >= 1, ">= 1", self.max_new_tokens)})  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -52,6 +73,20 @@ class RolloutConfig:
     # vLLM's sleep mode during phase 5's update (unified/run/colocate.py): null = on for
     # rollout=vllm on CUDA, off otherwise (hf and vllm_cpu have nothing to free)
     sleep_between_phases: Optional[bool] = None
+
+    def __post_init__(self):
+        _refuse("rollout", {
+            "backend": _must(self.backend in ENGINE_BACKENDS, f"one of {ENGINE_BACKENDS}", self.backend),
+            "n": _must(self.n >= 1, ">= 1", self.n),
+            "temperature": _must(self.temperature >= 0, ">= 0", self.temperature),
+            "top_p": _must(0 < self.top_p <= 1, "in (0, 1]", self.top_p),
+            "max_tokens": _must(self.max_tokens >= 1, ">= 1", self.max_tokens),
+            "max_model_len": _must(self.max_model_len >= 1, ">= 1", self.max_model_len),
+            "kv_cache_gib": _must(self.kv_cache_gib > 0, "> 0", self.kv_cache_gib),
+            "gpu_memory_utilization": _must(0 < self.gpu_memory_utilization <= 1, "in (0, 1]", self.gpu_memory_utilization),
+            "tensor_parallel_size": _must(self.tensor_parallel_size >= 1, ">= 1", self.tensor_parallel_size),
+            "retries": _must(self.retries >= 0, ">= 0", self.retries),
+        })  # fmt: skip
 
     def sampling(self, seed: int | None = None) -> SamplingConfig:
         """Phase 5's sampling: this config's fields of the same names."""
@@ -95,6 +130,8 @@ class AlgorithmConfig:
                 raise ValueError(f"algorithm.{key} must be >= 1, got {getattr(self, key)!r}")
         if self.zero_variance not in ZERO_VARIANCE:
             raise ValueError(f"algorithm.zero_variance must be one of {ZERO_VARIANCE}, got {self.zero_variance!r}")
+        _refuse("algorithm", {key: _must(getattr(self, key) >= 0, ">= 0", getattr(self, key))
+                              for key in ("lr", "weight_decay", "grad_clip", "kl_loss_coef", "max_staleness", "keep_last_versions")})  # fmt: skip
         if self.mini_batch_size not in (None, self.samples_per_step):
             raise ValueError(
                 f"algorithm.mini_batch_size={self.mini_batch_size} but micro_batch_size x accum_steps x "
@@ -139,6 +176,9 @@ class BenchmarkConfig:
     problems: Optional[int] = 10  # the first K problems by id, when problem_ids is empty
     problem_ids: tuple[str, ...] = ()
 
+    def __post_init__(self):
+        object.__setattr__(self, "problem_ids", tuple(str(i) for i in self.problem_ids))
+
 
 @dataclass(frozen=True)
 class TrainerConfig:
@@ -155,10 +195,21 @@ class TrainerConfig:
     update_weights: bool = True  # false: the no-training control
     pass_at_k: tuple[int, ...] = ()
 
+    def __post_init__(self):
+        object.__setattr__(self, "pass_at_k", tuple(self.pass_at_k))
+        _refuse("trainer", {
+            "device": _must(self.device in DEVICES, f"one of {DEVICES}", self.device),
+            "keep_checkpoints": _must(self.keep_checkpoints >= 1, ">= 1", self.keep_checkpoints),
+            "eval_every": _must(self.eval_every >= 0, ">= 0 (0: never)", self.eval_every),
+            "log_samples": _must(self.log_samples >= 0, ">= 0", self.log_samples),
+            "pass_at_k": _must(all(k >= 1 for k in self.pass_at_k), "whole numbers >= 1", list(self.pass_at_k)),
+        })  # fmt: skip
 
-@dataclass
+
+@dataclass(frozen=True)
 class TrainConfig:
-    """The root. Not frozen: Hydra composes into it; each group's class is what runs."""
+    """The root: what the run reads, typed and frozen (`config.typed`). Hydra composes into
+    a writable node made from it (`schema_node`)."""
 
     run_name: str = "${benchmark.name}"
     output_dir: str = "logs/${run_name}"
@@ -180,6 +231,7 @@ def schema_node() -> DictConfig:
     Frozen classes make read-only nodes, which Hydra could not merge the YAML into: they are
     made writable here and are frozen again by `OmegaConf.to_object`."""
     node = OmegaConf.structured(TrainConfig)
+    OmegaConf.set_readonly(node, False)
     for f in fields(TrainConfig):
         if is_dataclass(f.default_factory):
             group = OmegaConf.structured(f.default_factory)

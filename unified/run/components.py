@@ -1,12 +1,14 @@
 """Everything the round loop holds for the whole run, built ONCE, and its checkpoints.
 
-    check_inputs(cfg)      problems, checkpoint, model, pipeline config: read and checked
+    check_inputs(cfg)      problems, checkpoint, model, verl names: read and checked
     build_components(cfg)  process group -> problems (this rank's share) -> tokenizer ->
                            policy (FSDP2) -> ONE engine -> executor -> aggregator,
                            restored from a checkpoint when `trainer.resume` finds one
     save(c, round)         HF-format weights + optimizer + aggregator + RNG + config
     phase_engine(c)        the engine a phase uses: the resident one, metered (the old
                            design, a fresh engine per phase, lives in bench/restart_mode.py)
+
+`cfg` is the run's one typed config (`schema.TrainConfig`, built once by `config.validate`).
 """
 
 from __future__ import annotations
@@ -20,10 +22,9 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from omegaconf import DictConfig, OmegaConf
 
-from unified.config import typed
 from unified.errors import UserError
+from unified.schema import TrainConfig
 from unified.trainer import checkpoint as ckpt
 
 log = logging.getLogger("unified")
@@ -31,7 +32,7 @@ log = logging.getLogger("unified")
 
 @dataclass(frozen=True)
 class Components:
-    cfg: DictConfig
+    cfg: TrainConfig
     dist: object  # distributed.DistInfo
     problems: tuple  # this rank's problems (expected outputs filled)
     all_problem_ids: tuple
@@ -40,9 +41,7 @@ class Components:
     engine: object  # the resident engine (None in restart mode)
     executor: object
     aggregator: object
-    algorithm: object  # schema.AlgorithmConfig
-    rollout: object  # schema.RolloutConfig
-    pipeline: object  # phases.PipelineConfig
+    config_yaml: str  # the composed config, resolved: what checkpoints keep (config.yaml)
     out_dir: Path
     start_round: int  # first round to run (1-based)
     resumed_from: Path | None
@@ -72,40 +71,47 @@ class Inputs:
     problems: tuple  # every selected problem (expected outputs not yet filled)
     model_path: str  # a local HF folder the engine loads: the checkpoint's model when resuming
     resume: Path | None
-    pipeline: object  # phases.PipelineConfig
-    tuning: object  # tuning.TuningConfig
     policy_path: str  # what the policy loads: the base model under LoRA (plus the checkpoint's adapter)
     adapter_dir: Path | None  # the checkpoint's LoRA adapter when resuming with LoRA
+    config_yaml: str  # the composed config, resolved (config.to_yaml): checkpoints keep it
 
 
-def check_inputs(cfg: DictConfig) -> Inputs:
-    """Problem selection, checkpoint, model and pipeline config: every mistake here is one
-    clear line (UserError) before the run folder is touched or an engine starts."""
-    from unified.models.resolve import resolve_model_path
+def check_inputs(cfg: TrainConfig, config_yaml: str) -> Inputs:
+    """Problem selection, checkpoint, model and the algorithm's verl names: every mistake
+    here is one clear line (UserError) before the run folder is touched or an engine starts."""
     from unified.pipeline.benchmarks import BenchmarkError, load_problems
+    from unified.trainer.losses import check_algorithm
 
     b = cfg.benchmark
     try:
         problems = load_problems(b.name, b.source, b.problems, list(b.problem_ids))
-        resume = ckpt.find_resume(Path(cfg.output_dir) / "checkpoints", str(cfg.trainer.resume))
+        resume = ckpt.find_resume(Path(cfg.output_dir) / "checkpoints", cfg.trainer.resume)
+        check_algorithm(cfg.algorithm)
     except (BenchmarkError, ValueError) as exc:
         raise UserError(str(exc)) from None
     world = int(os.environ.get("WORLD_SIZE", 1))
     if len(problems) < world:
         raise UserError(f"{len(problems)} problem(s) for {world} ranks: select at least one problem per rank (--problems {world})")
-    tuning = typed(cfg, "tuning")
-    base = resolve_model_path(cfg.model.path) if resume is None or tuning.method == "lora" else None
+    return Inputs(tuple(problems), *_model_paths(cfg, resume), config_yaml)
+
+
+def _model_paths(cfg: TrainConfig, resume: Path | None) -> tuple:
+    """(engine model, resume, policy model, LoRA adapter): a resumed run loads the
+    checkpoint's model; under LoRA the policy loads the base model plus the adapter."""
+    from unified.models.resolve import resolve_model_path
+
+    lora = cfg.tuning.method == "lora"
+    base = resolve_model_path(cfg.model.path) if resume is None or lora else None
     model_path = str(resume / "model") if resume else base
     adapter_dir = None
-    if resume is not None and tuning.method == "lora":
+    if resume is not None and lora:
         adapter_dir = resume / "adapter"
         if not (adapter_dir / "adapter_model.safetensors").exists():
             raise UserError(f"checkpoint {resume} has no LoRA adapter (it was trained with tuning.method != lora): resume it with the tuning it was trained with")
-    policy_path = base if tuning.method == "lora" else model_path
-    return Inputs(tuple(problems), model_path, resume, typed(cfg, "pipeline"), tuning, policy_path, adapter_dir)
+    return model_path, resume, base if lora else model_path, adapter_dir
 
 
-def build_components(cfg: DictConfig, inputs: Inputs) -> Components:
+def build_components(cfg: TrainConfig, inputs: Inputs) -> Components:
     from unified.models.resolve import load_tokenizer
     from unified.pipeline.benchmarks import with_expected_outputs
     from unified.run.colocate import Colocation, resolve_sleep
@@ -119,10 +125,10 @@ def build_components(cfg: DictConfig, inputs: Inputs) -> Components:
     info = init_distributed(t.device)  # before the engine: vLLM reuses this process group
     seed_everything(cfg.seed + info.rank, t.deterministic)
     out_dir, resume, model_path = Path(cfg.output_dir), inputs.resume, inputs.model_path
-    if resume is None and str(t.resume) == "auto":
+    if resume is None and t.resume == "auto":
         log.info("--resume auto: no checkpoint in %s, starting at round 1", out_dir / "checkpoints")
     try:
-        executor = build_executor(typed(cfg, "executor"))
+        executor = build_executor(cfg.executor)
     except ValueError as exc:
         raise UserError(str(exc)) from None
     problems = tuple(with_expected_outputs(inputs.problems[info.rank :: info.world_size], executor.run_batch))
@@ -130,20 +136,19 @@ def build_components(cfg: DictConfig, inputs: Inputs) -> Components:
     tokenizer = load_tokenizer(model_path)
     dtype = resolve_dtype(cfg.model.dtype, info.device.type, t.deterministic)
     try:
-        policy = build_policy_from_config(cfg.model, inputs.policy_path, info.device, tuning=inputs.tuning,
+        policy = build_policy_from_config(cfg.model, inputs.policy_path, info.device, tuning=cfg.tuning,
                                           adapter_dir=inputs.adapter_dir, dtype=dtype)  # fmt: skip
     except ValueError as exc:  # e.g. a checkpoint's adapter that does not match the tuning config
         raise UserError(str(exc)) from None
-    rollout = typed(cfg, "rollout")
+    rollout = cfg.rollout
     engine = resident_engine(rollout, model_path, dtype, cfg.seed + info.rank)
-    algorithm = typed(cfg, "algorithm")
-    ref_policy = reference_policy(cfg, info.device, dtype) if algorithm.use_kl_loss else None
-    aggregator = build_aggregator(algorithm, policy, snapshot_dir=out_dir / "snapshots")
+    ref_policy = reference_policy(cfg, info.device, dtype) if cfg.algorithm.use_kl_loss else None
+    aggregator = build_aggregator(cfg.algorithm, policy, snapshot_dir=out_dir / "snapshots")
     ledger = ComputeLedger()
     start, history = _restore(resume, aggregator, engine, ledger, info.rank) if resume is not None else (1, [])
     return Components(
-        cfg, info, problems, all_ids, tokenizer, policy, engine, executor, aggregator, algorithm,
-        rollout, inputs.pipeline, out_dir, start, resume, ledger, history, dtype,
+        cfg, info, problems, all_ids, tokenizer, policy, engine, executor, aggregator, inputs.config_yaml,
+        out_dir, start, resume, ledger, history, dtype,
         Colocation(engine, resolve_sleep(rollout.sleep_between_phases, rollout.backend)), ref_policy,
     )  # fmt: skip
 
@@ -167,7 +172,7 @@ def _restore(resume: Path, aggregator, engine, ledger, rank: int) -> tuple[int, 
     return start, history
 
 
-def reference_policy(cfg: DictConfig, device, dtype: str):
+def reference_policy(cfg: TrainConfig, device, dtype: str):
     """The KL reference: the configured model as it was before any training (a resumed run
     too), frozen."""
     from unified.models.resolve import resolve_model_path
@@ -216,7 +221,7 @@ def save(c: Components, round_index: int) -> Path | None:
         optimizer_state=optimizer_state,
         state={"aggregator": c.aggregator.state_dict(), "world_size": c.dist.world_size,
                "compute": ledgers, "eval_history": list(c.eval_history)},
-        config_yaml=OmegaConf.to_yaml(c.cfg, resolve=True),
+        config_yaml=c.config_yaml,
         keep=c.cfg.trainer.keep_checkpoints,
     )
     log.info("checkpoint: %s", folder)

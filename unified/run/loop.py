@@ -1,11 +1,12 @@
 """The round loop: build everything once, then N rounds of phases 1-4 and phase 5.
 
+    cfg = validate(composed)                  the one typed, frozen TrainConfig (schema.py)
     run = build_components(cfg)               policy, ONE engine, executor, aggregator
     for round r:
         make_tasks     phases 1-4: programs -> IPO triples -> tasks -> validation   (pipeline)
         update_policy  phase 5: rollouts -> rewards -> verl loss -> optimizer step -> push into engine
-        metrics      merged over ranks -> TensorBoard, metrics.jsonl, one console line
-        checkpoint   every `save_every` rounds, at the end, and on SIGTERM/SIGINT
+        metrics        merged over ranks -> TensorBoard, metrics.jsonl, one console line
+        checkpoint     every `save_every` rounds, at the end, and on SIGTERM/SIGINT
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from tqdm import tqdm
 
 from unified.run import metrics
 from unified.run.components import Components, build_components, check_inputs, close, phase_engine, save
-from unified.config import UserError, check_machine
+from unified.config import UserError, check_machine, to_yaml, validate
 from unified.run.phase5 import Phase5Result, train_on_tasks
 from unified.pipeline.parquet_io import write_round, write_rows
 from unified.pipeline.phases import build_round_data
@@ -37,12 +38,13 @@ from unified.types import Rollout
 log = logging.getLogger("unified")
 
 
-def train(cfg: DictConfig) -> int:
+def train(composed: DictConfig) -> int:
     """Run the configured rounds; returns the process exit code."""
-    inputs = check_inputs(cfg)  # bad input fails here, before the run folder is touched
+    cfg = validate(composed)  # the run's one typed config: every stage reads its fields
+    inputs = check_inputs(cfg, to_yaml(composed))  # bad input fails here, before the run folder is touched
     check_machine(cfg, inputs.model_path)
     if _is_main():  # an earlier run in the folder: continue it (--resume) or refuse, never move it
-        check_run_folder(cfg.output_dir, str(cfg.trainer.resume))
+        check_run_folder(cfg.output_dir, cfg.trainer.resume)
     guard = FolderGuard(cfg.output_dir, enabled=_is_main())
     lock = RunLock(cfg.output_dir, enabled=_is_main())  # a second process on this folder stops here
     runlog = RunLog(cfg.output_dir, enabled=_is_main())
@@ -105,9 +107,9 @@ def run_round(run: Components, runlog: RunLog, r: int, stop: StopRequest) -> boo
 
 def make_tasks(run: Components, r: int):
     """Phases 1-4: this rank's RoundData, and every rank's merged (written as Parquet by rank 0)."""
-    t = run.cfg.trainer
+    t, pipeline = run.cfg.trainer, run.cfg.pipeline
     evaluate = t.eval_every > 0 and (r - 1) % t.eval_every == 0
-    pipeline = replace(run.pipeline, evaluate_baseline=run.pipeline.evaluate_baseline and evaluate)
+    pipeline = replace(pipeline, evaluate_baseline=pipeline.evaluate_baseline and evaluate)
     with _bar(f"round {r} phases 1-4", 5, run) as bar, phase_engine(run) as engine:
         data = build_round_data(run.problems, engine, run.executor, pipeline, r, run.cfg.seed, lambda *_: bar.update())
     all_data = metrics.merge_rounds(all_gather(data))
@@ -123,9 +125,9 @@ def update_policy(run: Components, r: int, data) -> tuple[Phase5Result, list[Rol
     if all_reduce_int(len(tasks), "sum") == 0:
         log.warning("round %d: no valid tasks, phase 5 skipped", r)
     else:
-        sampling = run.rollout.sampling(seed=(run.cfg.seed * 100_003 + r) * 7919)
+        sampling = run.cfg.rollout.sampling(seed=(run.cfg.seed * 100_003 + r) * 7919)
         with _bar(f"round {r} phase 5", None, run) as bar, phase_engine(run) as engine:
-            result = train_on_tasks(tasks, engine, run.executor, run.aggregator, run.algorithm, run.pipeline, sampling,
+            result = train_on_tasks(tasks, engine, run.executor, run.aggregator, run.cfg.algorithm, run.cfg.pipeline, sampling,
                                  round_index=r, pad_token_id=run.tokenizer.pad_token_id, on_chunk=bar.update,
                                  update_weights=run.cfg.trainer.update_weights, ledger=run.ledger,
                                  reuse=_phase_1_groups(run, data, sampling), colocation=run.colocation,
@@ -143,7 +145,7 @@ def _phase_1_groups(run: Components, data, sampling) -> dict:
     from unified.pipeline.phases import program_sampling
     from unified.text.prompts import program_prompt
 
-    phase_1 = program_sampling(run.pipeline, 0)
+    phase_1 = program_sampling(run.cfg.pipeline, 0)
     if (phase_1.n, phase_1.temperature, phase_1.top_p, phase_1.max_tokens) != (
             sampling.n, sampling.temperature, sampling.top_p, sampling.max_tokens):  # fmt: skip
         return {}
@@ -158,7 +160,7 @@ def _pass_at_k(run: Components, data) -> dict:
         return {}
     from unified.eval.pass_at_k import round_pass_at_k
 
-    parts = all_gather(round_pass_at_k(data, run.executor, run.pipeline.num_programs, ks))
+    parts = all_gather(round_pass_at_k(data, run.executor, run.cfg.pipeline.num_programs, ks))
     return {_pass_at_k_key(k): sum(v for p in parts for v in p.get(k, [])) / max(1, sum(len(p.get(k, [])) for p in parts))
             for k in ks if any(k in p for p in parts)}  # fmt: skip
 
@@ -196,22 +198,22 @@ def _report(run: Components, runlog: RunLog, r: int, scalars: dict, data, rows: 
             runlog.text(r, f"samples/{row.kind}", f"**task** `{row.task_id}`  reward {row.reward}\n\n```\n{row.completion}\n```")
         for task in data.tasks[: run.cfg.trainer.log_samples]:
             runlog.text(r, f"tasks/{task.kind}", f"```\n{task.prompt}\n```\n\n**gold**: `{task.gold}`")
-    log.info(metrics.summary_line(r, run.cfg.trainer.rounds, scalars, algorithm=run.algorithm.adv_estimator))
+    log.info(metrics.summary_line(r, run.cfg.trainer.rounds, scalars, algorithm=run.cfg.algorithm.adv_estimator))
 
 
 def _announce(run: Components, runlog: RunLog) -> None:
     runlog.open_tensorboard(run.start_round)
     if run.dist.is_main:
         metrics.truncate_jsonl(run.out_dir / "metrics.jsonl", run.start_round)  # rounds a killed run did not checkpoint
-    flat = {k: str(v) for k, v in _flatten(OmegaConf.to_container(run.cfg, resolve=True)).items()}
+    flat = {k: str(v) for k, v in _flatten(OmegaConf.to_container(OmegaConf.create(run.config_yaml))).items()}
     runlog.hparams(flat, metrics=("eval/pass@1", "eval/final_pass@1", "reward/mean", "losses/total"))
     weights = f" (weights from checkpoint {run.resumed_from})" if run.resumed_from else ""
     log.info("run %s: %s on model %s%s, %d problems over %d rank(s), engine %s (engine creations: %d)",
-             run.out_dir, run.algorithm.adv_estimator, metrics.model_label(run.cfg), weights, len(run.all_problem_ids),
-             run.dist.world_size, run.rollout.backend, engine_creations())  # fmt: skip
+             run.out_dir, run.cfg.algorithm.adv_estimator, metrics.model_label(run.cfg), weights, len(run.all_problem_ids),
+             run.dist.world_size, run.cfg.rollout.backend, engine_creations())  # fmt: skip
     log.info("compute dtype %s (model.dtype=%s%s): policy %s, engine %s", run.dtype, run.cfg.model.dtype,
              _dtype_reason(run), "under autocast, float32 master weights" if run.policy.autocast else "as is", run.dtype)  # fmt: skip
-    if run.pipeline.seed_programs == "canonical":
+    if run.cfg.pipeline.seed_programs == "canonical":
         log.info("pipeline.seed_programs=canonical: each problem's reference solution is added to the model's own "
                  "programs to build tasks from (the embedded tiny model writes noise); pipeline.seed_programs=none turns it off")  # fmt: skip
     log.info(metrics.legend_line())
@@ -246,7 +248,7 @@ def final_evaluation(run: Components, runlog: RunLog) -> None:
     from unified.eval.evaluate import EvalResult, evaluate, write_results_json, write_samples_jsonl
 
     with phase_engine(run) as engine:
-        parts = all_gather(evaluate(run.problems, engine, run.executor, run.pipeline.program_max_tokens, seed=run.cfg.seed))
+        parts = all_gather(evaluate(run.problems, engine, run.executor, run.cfg.pipeline.program_max_tokens, seed=run.cfg.seed))
     per_problem = {k: v for p in parts for k, v in p.per_problem.items()}
     scored = [v for v in per_problem.values() if v is not None]
     result = EvalResult(sum(scored) / len(scored) if scored else 0.0, per_problem, [s for p in parts for s in p.samples],

@@ -167,7 +167,7 @@ def legend_line() -> str:
 
 def model_label(cfg) -> str:
     """How a run names its model: the configured path or name, or the embedded tiny model."""
-    path = cfg.model.get("path")
+    path = cfg.model.path
     return str(path) if path else "embedded tiny Qwen2 (for fast tests)"
 
 

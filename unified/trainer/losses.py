@@ -50,6 +50,24 @@ def verl_actor_config(cfg: AlgorithmConfig) -> ActorConfig:
     )
 
 
+def check_algorithm(cfg: AlgorithmConfig) -> None:
+    """The names `cfg` gives verl exist (advantage estimator, policy loss, loss aggregation,
+    KL type): a typo is one ValueError at start-up, not a traceback at the first update."""
+    tiny = torch.zeros(1, 1)
+    uses = {
+        "adv_estimator": lambda: core_algos.get_adv_estimator_fn(cfg.adv_estimator),
+        "policy_loss": lambda: core_algos.get_policy_loss_fn(cfg.policy_loss),
+        "loss_agg_mode": lambda: core_algos.agg_loss(tiny, torch.ones(1, 1), cfg.loss_agg_mode),
+        "kl_loss_type": lambda: core_algos.kl_penalty(tiny, tiny, cfg.kl_loss_type),
+    }
+    for key, use in uses.items():
+        try:
+            use()
+        except (ValueError, KeyError, NotImplementedError) as exc:
+            reason = str(exc).splitlines()[0] if str(exc) else "not one of verl's names"
+            raise ValueError(f"algorithm.{key}={getattr(cfg, key)!r} is not known to verl ({reason})") from None
+
+
 def outcome_token_rewards(rewards: torch.Tensor, response_mask: torch.Tensor) -> torch.Tensor:
     """(B,) scalar rewards -> (B, R) with each reward on its last response token."""
     token_rewards = torch.zeros(response_mask.shape, dtype=torch.float32)
