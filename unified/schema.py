@@ -29,7 +29,7 @@ from unified.types import SamplingConfig
 TUNING_METHODS = ("full", "lora", "top_layers")
 ZERO_VARIANCE = ("drop", "keep")
 DTYPES = ("auto", "float32", "bfloat16", "float16")
-ENGINE_BACKENDS = ("vllm_cpu", "vllm", "hf")  # trainer.engine.ENGINES (tests/test_config_keys.py checks they agree)
+ENGINE_BACKENDS = ("vllm_cpu", "vllm", "hf")  # trainer.engine.ENGINES (tests/config/test_config_keys.py checks they agree)
 DEVICES = ("auto", "cpu", "cuda")
 
 

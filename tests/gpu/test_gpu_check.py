@@ -11,7 +11,7 @@ import sys
 import pytest
 import torch
 
-from gpu_common import REPO, job_env
+from tests.helpers.gpu_common import REPO, job_env
 
 SCRIPT = REPO / "bench" / "gpu_check.py"
 

@@ -4,7 +4,7 @@ The cpu case is the same check on this machine's CPU."""
 
 import pytest
 
-from gpu_common import CPU, CUDA, run_job
+from tests.helpers.gpu_common import CPU, CUDA, run_job
 
 GAP = 1e-3  # float32 engine and policy: cached decoding vs one full forward (measured ~1e-6 on CPU)
 

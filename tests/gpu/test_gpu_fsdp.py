@@ -1,4 +1,4 @@
-"""FSDP2 over NCCL (tests/dist_policy_step.py under torchrun, one GPU per rank): the same
+"""FSDP2 over NCCL (tests/helpers/dist_policy_step.py under torchrun, one GPU per rank): the same
 fixed global batch, 3 optimizer steps with the grad-norm clip active.
 
 - world size 1, bfloat16: FSDP2's mixed precision (sharded even on one GPU, NCCL), which
@@ -6,13 +6,13 @@ fixed global batch, 3 optimizer steps with the grad-norm clip active.
   policy over gloo, cosine 0.997 between the two weight updates and grad norms within 4e-4
   relative; asserted here with margin: cosine > 0.95, grad norms within 2e-2;
 - world size 2 (where two GPUs exist), float32: equal to world size 1 within
-  float32 reduction-order noise (the gloo version: tests/test_policy.py)."""
+  float32 reduction-order noise (the gloo version: tests/trainer/test_policy.py)."""
 
 import pytest
 import torch
 from safetensors.torch import load_file
 
-from gpu_common import gpus, require, run_job
+from tests.helpers.gpu_common import gpus, require, run_job
 
 pytestmark = pytest.mark.gpu
 STEPS = "3"

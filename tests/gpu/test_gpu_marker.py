@@ -7,7 +7,7 @@ import sys
 import pytest
 import torch
 
-from gpu_common import GPU_TESTS, REPO, job_env
+from tests.helpers.gpu_common import GPU_TESTS, REPO, job_env
 
 EXPECTED = {"test_gpu_engine.py", "test_gpu_update.py", "test_gpu_fsdp.py", "test_gpu_run.py", "test_gpu_sleep.py"}
 

@@ -11,8 +11,8 @@ loaded 2-core machine, where it passed) is the same check on this machine."""
 import pytest
 import torch
 
-from e2e import initial_weights, metrics_rows, run
-from gpu_common import CUDA, SLOW_CPU, require
+from tests.helpers.e2e import initial_weights, metrics_rows, run
+from tests.helpers.gpu_common import CUDA, SLOW_CPU, require
 
 LR = 1e-3  # FAST's algorithm.lr
 TIMING = {"last_push_s", "pushes", "last_grad_norm"}  # aggregator entries that are timing or a float
@@ -24,7 +24,7 @@ def _state(out_dir) -> dict:
 
 
 def _final(out_dir) -> dict:
-    from e2e import final_weights
+    from tests.helpers.e2e import final_weights
 
     return final_weights(out_dir)
 

@@ -5,7 +5,7 @@ it sleeps for each optimizer step, wakes for each push, and samples the pushed v
 
 import pytest
 
-from gpu_common import require, run_job
+from tests.helpers.gpu_common import require, run_job
 
 pytestmark = pytest.mark.gpu
 

