@@ -42,7 +42,7 @@ SPLIT_SEED, TUNE_SIZE = 0, 100
 def split_ids(split: str, benchmark: str = "mbpp") -> list[str]:
     from unified.pipeline.benchmarks import load_problems
 
-    ids = [p.task_id for p in load_problems(benchmark, None, None, [])]
+    ids = [p.problem_id for p in load_problems(benchmark, None, None, [])]
     if benchmark != "mbpp":
         return ids
     random.Random(SPLIT_SEED).shuffle(ids)

@@ -32,7 +32,7 @@ class Problem:
     """A benchmark problem. `visible` may be shown to the model and used to build tasks;
     `hidden` and `hidden_test_code` are for evaluation (pass@1) only, never training."""
 
-    task_id: str  # "Mbpp/2", "HumanEval/0"
+    problem_id: str  # "Mbpp/2", "HumanEval/0" (the benchmark's own "task_id")
     benchmark: str  # "mbpp" | "humaneval" | a user's name
     prompt: str  # the problem statement as the benchmark gives it
     entry_point: str

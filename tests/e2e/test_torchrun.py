@@ -28,7 +28,7 @@ def test_two_ranks_on_cpu(tmp_path):
     assert [r["round"] for r in rows] == [1, 2]
     # both ranks' problems are in the merged round data (Mbpp/2 on rank 0, Mbpp/3 on rank 1)
     problems = pd.read_parquet(tmp_path / "round_1" / "problems.parquet")
-    assert sorted(problems["task_id"]) == ["Mbpp/2", "Mbpp/3"]
+    assert sorted(problems["problem_id"]) == ["Mbpp/2", "Mbpp/3"]
     for r in rows:
         assert r["engine/creations"] == 1
         assert r["engine/ranks_agree"] == 1.0  # every engine answers the probe identically

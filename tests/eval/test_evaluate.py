@@ -58,7 +58,7 @@ def test_canonical_solutions_score_one(problems, executor, tmp_path):
 
 def test_wrong_and_unparsable_answers_score_zero(problems, executor):
     def code_of(p):
-        return f"def {p.entry_point}(*args):\n    return None" if p.task_id == "Mbpp/2" else "this is not python ("
+        return f"def {p.entry_point}(*args):\n    return None" if p.problem_id == "Mbpp/2" else "this is not python ("
 
     result = evaluate(problems, _answering(problems, code_of), executor, max_tokens=64)
     assert result.per_problem == {"Mbpp/2": 0.0, "Mbpp/3": 0.0} and result.pass_at_1 == 0.0
@@ -67,7 +67,7 @@ def test_wrong_and_unparsable_answers_score_zero(problems, executor):
 
 def test_half_right_is_one_half(problems, executor):
     def code_of(p):
-        return p.canonical_solution if p.task_id == "Mbpp/3" else f"def {p.entry_point}(*a):\n    return 0"
+        return p.canonical_solution if p.problem_id == "Mbpp/3" else f"def {p.entry_point}(*a):\n    return 0"
 
     assert evaluate(problems, _answering(problems, code_of), executor).pass_at_1 == 0.5
 

@@ -30,7 +30,7 @@ def _negation_kind() -> types.ModuleType:
     m.NAME, m.LETTER = "negation", "N"
 
     def build(problem, program, triples, opts):
-        return [Task(f"{program.program_id}:negation:{i}", "negation", problem.task_id, program.program_id,
+        return [Task(f"{program.program_id}:negation:{i}", "negation", problem.problem_id, program.program_id,
                      f"Which x gives {-t.output}?", f"<answer>{-t.args[0]}</answer>", program.entry_point,
                      program.code, (TestCase((-t.args[0],), -t.output),)) for i, t in enumerate(triples)], []  # fmt: skip
 

@@ -19,9 +19,9 @@ from unified.types import TestCase
 
 def test_selection_by_count_and_id():
     first = load_problems("mbpp", count=3)
-    assert [p.task_id for p in first] == ["Mbpp/2", "Mbpp/3", "Mbpp/4"]
+    assert [p.problem_id for p in first] == ["Mbpp/2", "Mbpp/3", "Mbpp/4"]
     chosen = load_problems("mbpp", ids=["Mbpp/63", "Mbpp/2"])
-    assert [p.task_id for p in chosen] == ["Mbpp/63", "Mbpp/2"]
+    assert [p.problem_id for p in chosen] == ["Mbpp/63", "Mbpp/2"]
     assert len(load_problems("mbpp")) == 399
     assert len(load_problems("humaneval")) == 164
     assert load_problems("humaneval", ids=["HumanEval/0"])[0].entry_point == "has_close_elements"
@@ -105,19 +105,19 @@ def test_every_mbpp_canonical_solution_matches_its_assertions(executor):
     filled = with_expected_outputs([p.__class__(**{**p.__dict__, "hidden": ()}) for p in problems], executor.run_batch)
     checked = 0
     for before, after in zip(problems, filled):
-        if before.task_id in RETURNS_NON_LITERALS:  # match objects: kept as `is not None`, as EvalPlus does
+        if before.problem_id in RETURNS_NON_LITERALS:  # match objects: kept as `is not None`, as EvalPlus does
             truth = {repr(calls_of(line, before.entry_point)[0]): not line.startswith("assert not")
-                     for line in rows[before.task_id]["assertion"].splitlines() if line.startswith("assert")}  # fmt: skip
+                     for line in rows[before.problem_id]["assertion"].splitlines() if line.startswith("assert")}  # fmt: skip
             assert [c.expected for c in after.visible] == [truth[repr(c.args)] for c in after.visible]
             continue
-        assert len(after.visible) == len(before.visible), f"{before.task_id}: canonical solution failed on a base input"
-        if before.task_id in UPSTREAM_DISAGREEMENTS:
+        assert len(after.visible) == len(before.visible), f"{before.problem_id}: canonical solution failed on a base input"
+        if before.problem_id in UPSTREAM_DISAGREEMENTS:
             continue
-        for case, (expected, kind) in zip(after.visible, _assertion_expectations(rows[before.task_id])):
+        for case, (expected, kind) in zip(after.visible, _assertion_expectations(rows[before.problem_id])):
             if kind == "eq":
-                assert values_equal(case.expected, expected, atol=1e-6), (before.task_id, case)
+                assert values_equal(case.expected, expected, atol=1e-6), (before.problem_id, case)
             elif kind == "close":
-                assert abs(case.expected - expected) <= 1e-3 * max(1.0, abs(expected)), (before.task_id, case)
+                assert abs(case.expected - expected) <= 1e-3 * max(1.0, abs(expected)), (before.problem_id, case)
             else:
                 continue
             checked += 1
@@ -143,7 +143,7 @@ def test_humaneval_canonical_solutions_pass_their_recorded_cases(executor):
         spans.append((len(calls), len(calls) + len(batch)))
         calls += batch
     results = executor.run_batch(calls)
-    failed = [p.task_id for p, (a, b) in zip(problems, spans) if not passes_hidden(p, results[a:b])]
+    failed = [p.problem_id for p, (a, b) in zip(problems, spans) if not passes_hidden(p, results[a:b])]
     assert failed == []
 
 
@@ -157,7 +157,7 @@ def test_user_jsonl_and_parquet_files(tmp_path):
     jsonl = tmp_path / "mine.jsonl"
     jsonl.write_text("\n".join(json.dumps(r) for r in rows))
     problems = load_problems("mine", source=str(jsonl))
-    assert [p.task_id for p in problems] == ["my/1", "my/2"]
+    assert [p.problem_id for p in problems] == ["my/1", "my/2"]
     assert problems[0].visible[0].args == (1,) and problems[0].hidden[0].expected == 6
 
     import pyarrow as pa
@@ -192,7 +192,7 @@ def test_a_builtin_benchmark_is_one_module_and_one_registry_entry(monkeypatch):
     )  # fmt: skip
     monkeypatch.setitem(benchmarks.BUILTIN, "toy", toy)
     problems = load_problems("toy", count=2)
-    assert [p.task_id for p in problems] == ["Toy/0", "Toy/1"]
+    assert [p.problem_id for p in problems] == ["Toy/0", "Toy/1"]
     assert [c.args for c in problems[1].hidden] == [(1,), (2,)] and problems[1].benchmark == "toy"
     with pytest.raises(BenchmarkError, match="it belongs to --benchmark toy"):
         load_problems("mbpp", ids=["Toy/1"])

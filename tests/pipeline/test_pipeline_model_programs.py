@@ -14,7 +14,7 @@ from unified.pipeline.generation import ScriptedGenerator
 from unified.pipeline.phases import PipelineConfig, cap_tasks, build_round_data
 from unified.types import Problem, Task, TestCase
 
-DOUBLE = Problem(task_id="Toy/9", benchmark="toy", prompt="Double x.", entry_point="f",
+DOUBLE = Problem(problem_id="Toy/9", benchmark="toy", prompt="Double x.", entry_point="f",
                  visible=(TestCase((1,), 2), TestCase((3,), 6)))  # fmt: skip
 PROGRAMS = ["```python\ndef f(x):\n    return 2 * x\n```", "```python\ndef f(x):\n    return x + 1\n```"]  # right, wrong
 

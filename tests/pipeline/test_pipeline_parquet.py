@@ -46,7 +46,7 @@ def test_round_files_read_back_with_pandas_and_datasets(round_data, tmp_path):
     assert isinstance(from_literal(sets["ipo_triples"][0]["input"])[0], tuple)  # MBPP+ tuples survive
 
     problems = frames["problems"]
-    assert list(problems["task_id"]) == ["Mbpp/2", "Mbpp/63"] and (problems["round"] == 2).all()
+    assert list(problems["problem_id"]) == ["Mbpp/2", "Mbpp/63"] and (problems["round"] == 2).all()
     programs = frames["programs"]
     assert list(programs["source"]) == ["canonical", "canonical"] and programs["kept"].all()
     rejections = frames["rejections"]

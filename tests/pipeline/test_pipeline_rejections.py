@@ -10,10 +10,10 @@ from unified.pipeline.validate import REASONS
 from unified.types import Problem, TestCase
 
 TOY = Problem(
-    task_id="Toy/1", benchmark="toy", prompt="Compute something from the number x.", entry_point="f",
+    problem_id="Toy/1", benchmark="toy", prompt="Compute something from the number x.", entry_point="f",
     visible=(TestCase((1,), None), TestCase((2,), None), TestCase((3,), None), TestCase((range(2),), None)),
 )
-TOY2 = Problem(task_id="Toy/2", benchmark="toy", prompt="Multiply x by ten.", entry_point="g", visible=(TestCase((5,), 50),))
+TOY2 = Problem(problem_id="Toy/2", benchmark="toy", prompt="Multiply x by ten.", entry_point="g", visible=(TestCase((5,), 50),))
 
 F_PROGRAMS = {
     "good": "def f(x):\n    return x * 10",

@@ -187,7 +187,7 @@ def bare():
 
 @pytest.mark.parametrize("forged", FORGED)
 def test_a_forged_reply_fails_its_call_in_every_phase(bare, forged):
-    program = Program(PROBLEM.task_id, "Toy/forged#p0", forger(FORGED[forged]), "f")
+    program = Program(PROBLEM.problem_id, "Toy/forged#p0", forger(FORGED[forged]), "f")
     r = bare.run(program.code, "f", (1,))
     assert r.status == "bad_reply", (r.status, r.error)
     # phase 1: the visible check rejects it (and shows it without raising)
@@ -195,13 +195,13 @@ def test_a_forged_reply_fails_its_call_in_every_phase(bare, forged):
     assert passing == set() and [x.reason for x in rejections] == ["fails_visible"], rejections
     assert events < 300_000, events
     # phase 2: no triple, a counted rejection, bounded work
-    inputs = [ipo.Input(PROBLEM.task_id, (k,), "visible") for k in (1, 2)]
+    inputs = [ipo.Input(PROBLEM.problem_id, (k,), "visible") for k in (1, 2)]
     (triples, rejections), events = work(ipo.execute, [program], inputs, bare.run_twice, MAX_OUT)
     assert triples == [] and len(rejections) == 2, rejections
     assert events < 300_000, events
     # the reward: an induction answer that forges its reply earns 0
-    honest = Program(PROBLEM.task_id, "Toy/forged#p1", "def f(x):\n    return x + 1\n", "f")
-    triples = [IOTriple(PROBLEM.task_id, honest.program_id, (k,), k + 1, "visible") for k in (1, 2, 3)]
+    honest = Program(PROBLEM.problem_id, "Toy/forged#p1", "def f(x):\n    return x + 1\n", "f")
+    triples = [IOTriple(PROBLEM.problem_id, honest.program_id, (k,), k + 1, "visible") for k in (1, 2, 3)]
     (task,), _ = induction.build(PROBLEM, honest, triples, BuildOptions(shown_pairs=1))
     answer = f"<answer>\n```python\n{program.code}```\n</answer>"
     right = "<answer>\n```python\ndef f(x):\n    return x + 1\n```\n</answer>"

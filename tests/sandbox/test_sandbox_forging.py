@@ -55,10 +55,10 @@ def test_forged_replies_cannot_pass_hidden_tests(bare):
         "            pass\n"
         "    os._exit(0)\n"
     )
-    scores = [score_samples([problem], {problem.task_id: code}, bare)[problem.task_id] for code in (FORGER + wrong, raw)]
+    scores = [score_samples([problem], {problem.problem_id: code}, bare)[problem.problem_id] for code in (FORGER + wrong, raw)]
     assert scores == [0.0, 0.0]
     right = problem.prompt + problem.canonical_solution.split(problem.prompt, 1)[-1]
-    assert score_samples([problem], {problem.task_id: right}, bare) == {problem.task_id: 1.0}
+    assert score_samples([problem], {problem.problem_id: right}, bare) == {problem.problem_id: 1.0}
     assert_alive(bare)
 
 
@@ -155,7 +155,7 @@ def test_evalplus_set_comparison_and_float_tolerance(pool):
     reversed_answers = {}
     for p in problems:  # the canonical solution, its output reversed: right as a set
         body = p.canonical_solution.replace(f"def {p.entry_point}(", "def _canonical(")
-        reversed_answers[p.task_id] = (
+        reversed_answers[p.problem_id] = (
             f"{body}\n\ndef {p.entry_point}(*args):\n    out = _canonical(*args)\n"
             "    return out[::-1] if isinstance(out, (list, tuple)) else out\n"
         )
@@ -177,4 +177,4 @@ def test_truncated_fenced_completion_is_recovered(pool):
     p = load_problems("mbpp", ids=["Mbpp/2"])[0]
     body = p.canonical_solution.strip()
     text = f"Here is my answer:\n```python\n{body}\n\n\ndef helper_never_finished(x):\n    return [x for x in"
-    assert score_samples([p], {p.task_id: text}, pool) == {p.task_id: 1.0}
+    assert score_samples([p], {p.problem_id: text}, pool) == {p.problem_id: 1.0}

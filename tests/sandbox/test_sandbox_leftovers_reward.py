@@ -53,8 +53,8 @@ def pool():
 
 
 def test_an_induction_answer_that_reads_leftovers_earns_nothing(pool):
-    program = Program(PROBLEM.task_id, "Toy/leak#p0", LEAKER, "f")
-    inputs = [ipo.Input(PROBLEM.task_id, (k,), "visible" if k == 1 else "proposed") for k in (1, 2, 3, 4, 5)]
+    program = Program(PROBLEM.problem_id, "Toy/leak#p0", LEAKER, "f")
+    inputs = [ipo.Input(PROBLEM.problem_id, (k,), "visible" if k == 1 else "proposed") for k in (1, 2, 3, 4, 5)]
     triples, rejections = ipo.execute([program], inputs, pool.run_twice, 10_000)
     assert len(triples) == 5 and not rejections, rejections  # the leaking program itself runs fine
     (task,), _ = induction.build(PROBLEM, program, triples, BuildOptions(shown_pairs=1))

@@ -115,7 +115,7 @@ def score_file(args, problems: list) -> int:
     if args.model or args.resume:
         raise UserError("--samples scores a file without a model: leave out --model and --resume")
     samples = read_samples(args.samples)
-    by_id = {p.task_id: p for p in problems} if (args.problems or args.problem_id) else {p.task_id: p for p in _all(args)}
+    by_id = {p.problem_id: p for p in problems} if (args.problems or args.problem_id) else {p.problem_id: p for p in _all(args)}
     unknown = [t for t in samples if t not in by_id]
     if unknown:
         raise UserError(f"--samples has task {unknown[0]!r}, which is not a problem of --benchmark {args.benchmark} "
@@ -129,7 +129,7 @@ def score_file(args, problems: list) -> int:
     _check_output(out, resume=previous.get("samples_sha256") == digest and not (out / SAMPLES).exists())  # same file: rescore
     t0 = time.perf_counter()
     with build_executor(ExecutorConfig(workers=args.workers)) as executor:
-        scores = score_samples(chosen, {p.task_id: program_text(p, samples[p.task_id]) for p in chosen}, executor)
+        scores = score_samples(chosen, {p.problem_id: program_text(p, samples[p.problem_id]) for p in chosen}, executor)
     scored = [v for v in scores.values() if v is not None]
     result = EvalResult(sum(scored) / len(scored) if scored else 0.0, dict(scores), [])
     write_results_json(result, out / RESULTS, benchmark=args.benchmark, samples=str(Path(args.samples).resolve()),

@@ -40,7 +40,7 @@ PROMPT = "program_prompt: the phase-1 prompt (problem text, examples or code stu
 @dataclass(frozen=True)
 class EvalResult:
     pass_at_1: float  # mean over the problems that have hidden tests (0.0 when none do)
-    per_problem: dict = field(default_factory=dict)  # task_id -> 1.0 / 0.0 / None (no hidden tests)
+    per_problem: dict = field(default_factory=dict)  # problem_id -> 1.0 / 0.0 / None (no hidden tests)
     samples: list = field(default_factory=list)  # [{"task_id", "solution"}] in problem order
     budget: dict = field(default_factory=dict)  # max_tokens, temperature, ... of the samples
 
@@ -94,7 +94,7 @@ def evaluate(problems: Sequence, engine, executor, max_tokens: int = DEFAULT_MAX
     for problem, completions in zip(problems, recorder.outputs):
         text = completions[0].text if completions else ""
         code = extract_code(text, problem.entry_point)
-        samples.append({"task_id": problem.task_id, "solution": with_prompt_imports(problem, code) if code is not None else text})
+        samples.append({"task_id": problem.problem_id, "solution": with_prompt_imports(problem, code) if code is not None else text})
     scored = [v for v in scores.values() if v is not None]
     return EvalResult(sum(scored) / len(scored) if scored else 0.0, dict(scores), samples, budget)
 

@@ -16,10 +16,10 @@ import numpy as np
 
 
 def correct_counts(problems, programs, executor) -> dict[str, int]:
-    """task_id -> how many of `programs` (the model's samples) pass every hidden case."""
+    """problem_id -> how many of `programs` (the model's samples) pass every hidden case."""
     from unified.pipeline.evaluation import hidden_calls, passes_hidden
 
-    by_id = {p.task_id: p for p in problems if p.hidden}
+    by_id = {p.problem_id: p for p in problems if p.hidden}
     calls, spans = [], []
     for prog in programs:
         problem = by_id.get(prog.problem_id)
@@ -29,9 +29,9 @@ def correct_counts(problems, programs, executor) -> dict[str, int]:
         spans.append((prog.problem_id, len(calls), len(calls) + len(mine)))
         calls += mine
     results = executor.run_batch(calls) if calls else []
-    counts = {task_id: 0 for task_id in by_id}
-    for task_id, lo, hi in spans:
-        counts[task_id] += int(passes_hidden(by_id[task_id], results[lo:hi]))
+    counts = {problem_id: 0 for problem_id in by_id}
+    for problem_id, lo, hi in spans:
+        counts[problem_id] += int(passes_hidden(by_id[problem_id], results[lo:hi]))
     return counts
 
 
@@ -46,7 +46,7 @@ def pass_at_k(counts: dict[str, int], n: int, ks: Sequence[int]) -> dict[int, li
 
 
 def sampled_counts(problems, engine, executor, n: int, temperature: float, max_tokens: int, seed: int | None = 0) -> dict[str, int]:
-    """task_id -> how many of `n` samples at `temperature` (phase 1's program prompt and
+    """problem_id -> how many of `n` samples at `temperature` (phase 1's program prompt and
     extraction) pass every hidden case: what `pass_at_k` needs for a model, not a round."""
     from unified.eval.evaluate import _needs_expected
     from unified.pipeline.benchmarks import with_expected_outputs

@@ -84,7 +84,7 @@ class EvalRun:
         self.out.mkdir(parents=True, exist_ok=True)
         if self.args.resume:
             self._load_previous()
-        todo = [p for p in self.problems if p.task_id not in self.done]
+        todo = [p for p in self.problems if p.problem_id not in self.done]
         backend = self.args.backend or default_backend()
         self.settings = {**self.settings, "backend": backend}
         t0 = time.perf_counter()
@@ -176,7 +176,7 @@ class EvalRun:
         self.done.update({r["task_id"]: r for r in rows})
 
     def _write_results(self, seconds: float | None) -> EvalResult:
-        chosen = [p.task_id for p in self.problems if p.task_id in self.done]
+        chosen = [p.problem_id for p in self.problems if p.problem_id in self.done]
         per_problem = {t: self.done[t]["passed"] for t in chosen}
         scored = [v for v in per_problem.values() if v is not None]
         result = EvalResult(sum(scored) / len(scored) if scored else 0.0, per_problem, [], self.budget)

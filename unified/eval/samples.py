@@ -21,7 +21,7 @@ from unified.errors import UserError
 
 
 def read_samples(path: str | Path) -> dict[str, dict]:
-    """task_id -> the sample's row, in file order; every malformed line is one UserError."""
+    """problem id (the row's task_id) -> the sample's row, in file order; every malformed line is one UserError."""
     path = Path(path)
     try:
         lines = path.read_text(encoding="utf-8").splitlines()
@@ -58,7 +58,7 @@ def program_text(problem, row: dict) -> str:
 
 
 def score_samples(problems: Sequence, solutions: dict[str, str], executor) -> dict[str, float | None]:
-    """task_id -> 1.0 / 0.0 (None: the problem has no hidden tests)."""
+    """problem_id -> 1.0 / 0.0 (None: the problem has no hidden tests)."""
     from unified.pipeline import evaluation
     from unified.pipeline.benchmarks import with_expected_outputs
 
@@ -77,18 +77,18 @@ def _score_here(problems: Sequence, solutions: dict[str, str], executor) -> dict
     run_batch = executor.run_batch if hasattr(executor, "run_batch") else executor
     calls, spans, scores = [], {}, {}
     for p in problems:
-        code = extract_code(solutions[p.task_id], p.entry_point)
+        code = extract_code(solutions[p.problem_id], p.entry_point)
         if not has_hidden_tests(p):
-            scores[p.task_id] = None
+            scores[p.problem_id] = None
         elif code is None:
-            scores[p.task_id] = 0.0
+            scores[p.problem_id] = 0.0
         else:
             batch = hidden_calls(p, with_prompt_imports(p, code))
-            spans[p.task_id] = (len(calls), len(calls) + len(batch))
+            spans[p.problem_id] = (len(calls), len(calls) + len(batch))
             calls.extend(batch)
     results = run_batch(calls) if calls else []
     for p in problems:
-        if p.task_id in spans:
-            lo, hi = spans[p.task_id]
-            scores[p.task_id] = float(passes_hidden(p, results[lo:hi]))
-    return {p.task_id: scores[p.task_id] for p in problems}
+        if p.problem_id in spans:
+            lo, hi = spans[p.problem_id]
+            scores[p.problem_id] = float(passes_hidden(p, results[lo:hi]))
+    return {p.problem_id: scores[p.problem_id] for p in problems}

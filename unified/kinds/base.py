@@ -77,7 +77,7 @@ def new_task(kind: str, index: int, problem: Problem, program: Program, prompt: 
              cases: Sequence[TestCase], shown: Sequence[TestCase] = ()) -> Task:  # fmt: skip
     """A task of `kind` on `program`: ids are "<program_id>:<kind>:<index>", unique in a round."""
     return Task(
-        task_id=f"{program.program_id}:{kind}:{index}", kind=kind, problem_id=problem.task_id,
+        task_id=f"{program.program_id}:{kind}:{index}", kind=kind, problem_id=problem.problem_id,
         program_id=program.program_id, prompt=prompt, gold=gold, entry_point=program.entry_point,
         program=program.code, cases=tuple(cases), shown=tuple(shown), atol=problem.atol,
     )  # fmt: skip

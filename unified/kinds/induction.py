@@ -35,7 +35,7 @@ def build(
     task_id = f"{program.program_id}:{NAME}:0"
     ordered = sorted(triples, key=lambda t: t.input_source != "visible")
     if len(ordered) < 2:
-        return [], [Rejection("task", "too_few_pairs", problem.task_id, task_id, NAME, f"{len(ordered)} pairs")]
+        return [], [Rejection("task", "too_few_pairs", problem.problem_id, task_id, NAME, f"{len(ordered)} pairs")]
     shown = max(1, min(opts.shown_pairs, len(ordered) - 1))
     cases = [TestCase(t.args, t.output) for t in ordered]
     gold = f"<answer>\n{code_block(program.code)}\n</answer>"

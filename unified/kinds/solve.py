@@ -40,13 +40,13 @@ def build_problem(problem: Problem, programs: Sequence[Program], opts: BuildOpti
     """The problem's solve task; `programs` are phase 1's for this problem (the first one
     that passes the visible examples becomes the gold)."""
     cases = [c for c in problem.visible if c.expected is not None]
-    task_id = f"{problem.task_id}#solve:{NAME}:0"
+    task_id = f"{problem.problem_id}#solve:{NAME}:0"
     if not cases:
-        return [], [Rejection("task", "too_few_pairs", problem.task_id, task_id, NAME, "no visible example with a value")]
+        return [], [Rejection("task", "too_few_pairs", problem.problem_id, task_id, NAME, "no visible example with a value")]
     passing = [p for p in programs if opts.visible_passing is None or p.program_id in opts.visible_passing]
     code = passing[0].code if passing else ""
     # the task belongs to the problem (id "<problem>#solve:solve:0"), whichever program is its gold
-    task = new_task(NAME, 0, problem, Program(problem.task_id, f"{problem.task_id}#solve", code, problem.entry_point),
+    task = new_task(NAME, 0, problem, Program(problem.problem_id, f"{problem.problem_id}#solve", code, problem.entry_point),
                     program_prompt(problem), code_block(code) if code else "", cases)  # fmt: skip
     return [task], []
 

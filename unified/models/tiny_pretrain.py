@@ -38,7 +38,7 @@ def corpus(problem_limit: int | None = None) -> list[tuple[str, str]]:
 
     problems = load_problems("mbpp", None, problem_limit, [])
     programs = {p.problem_id: p for p in canonical_programs(problems)}
-    cases = [(p, programs[p.task_id], c.args) for p in problems if p.task_id in programs for c in p.visible]
+    cases = [(p, programs[p.problem_id], c.args) for p in problems if p.problem_id in programs for c in p.visible]
     with Executor(ExecutorConfig(workers=2)) as executor:
         results = executor.run_batch([ExecCall(prog.code, prog.entry_point, args) for _, prog, args in cases])
     pairs = []
@@ -49,7 +49,7 @@ def corpus(problem_limit: int | None = None) -> list[tuple[str, str]]:
             continue
         if output is None or len(output) > 200:
             continue
-        triple = IOTriple(problem.task_id, program.program_id, args, result.value, "visible")
+        triple = IOTriple(problem.problem_id, program.program_id, args, result.value, "visible")
         for kind in KINDS.values():
             pairs += [(task.prompt, task.gold) for task in kind.build(problem, program, [triple], BuildOptions())[0]]
     return pairs

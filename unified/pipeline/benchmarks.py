@@ -33,7 +33,7 @@ def _generic_problem(row: dict, benchmark: str) -> Problem:
         return tuple(TestCase(tuple(c["args"]), c.get("expected")) for c in items or [])
 
     return Problem(
-        task_id=str(row["task_id"]),
+        problem_id=str(row["task_id"]),
         benchmark=benchmark,
         prompt=row["prompt"],
         entry_point=row["entry_point"],
@@ -77,8 +77,8 @@ def _rows_from_source(source: str) -> Iterable[dict]:
         raise BenchmarkError(f"could not load Hugging Face dataset {source!r} ({type(exc).__name__}): give a local .jsonl/.parquet path instead") from None
 
 
-def _id_key(task_id: str):
-    head, _, tail = task_id.rpartition("/")
+def _id_key(problem_id: str):
+    head, _, tail = problem_id.rpartition("/")
     return (head, int(tail)) if tail.isdigit() else (head, tail)
 
 
@@ -87,7 +87,7 @@ def load_problems(name: str, source: str | None = None, count: int | None = None
     if source is None and name not in BUILTIN:
         raise BenchmarkError(f"unknown benchmark {name!r}: choose one of {', '.join(BUILTIN)} (or set benchmark.source to a file)")
     rows = list(_rows_from_source(source)) if source else BUILTIN[name].rows()
-    problems = {p.task_id: p for p in (problem_from_row(dict(r), name) for r in rows)}
+    problems = {p.problem_id: p for p in (problem_from_row(dict(r), name) for r in rows)}
     if ids:
         unknown = [i for i in ids if i not in problems]
         if unknown:
@@ -97,7 +97,7 @@ def load_problems(name: str, source: str | None = None, count: int | None = None
         return record_cases([problems[i] for i in dict.fromkeys(ids)])
     if count is not None and count < 1:
         raise BenchmarkError(f"--problems must be at least 1 (got {count})")
-    ordered = sorted(problems.values(), key=lambda p: _id_key(p.task_id))
+    ordered = sorted(problems.values(), key=lambda p: _id_key(p.problem_id))
     return record_cases(ordered[:count] if count else ordered)
 
 

@@ -42,17 +42,17 @@ def record_cases(problems: Sequence[Problem]) -> list[Problem]:
         return list(problems)
     from unified.values import from_literal
 
-    payload = [{"task_id": p.task_id, "entry_point": p.entry_point, "program": p.canonical_solution,
+    payload = [{"problem_id": p.problem_id, "entry_point": p.entry_point, "program": p.canonical_solution,
                 "test": p.hidden_test_code} for p in todo]  # fmt: skip
     out = subprocess.run([sys.executable, "-m", "unified.pipeline.check_recorder"], input=json.dumps(payload),
                          capture_output=True, text=True, timeout=TIMEOUT_S)  # fmt: skip
     if out.returncode != 0:
         raise RuntimeError(f"recording HumanEval checks failed: {out.stderr.strip()[-500:]}")
     recorded = json.loads(out.stdout)
-    result, todo_ids = [], {p.task_id for p in todo}
+    result, todo_ids = [], {p.problem_id for p in todo}
     for p in problems:
-        if p.task_id in recorded and p.task_id in todo_ids:
-            cases = tuple(TestCase(from_literal(a), from_literal(e)) for a, e in recorded[p.task_id])
+        if p.problem_id in recorded and p.problem_id in todo_ids:
+            cases = tuple(TestCase(from_literal(a), from_literal(e)) for a, e in recorded[p.problem_id])
             p = replace(p, hidden=cases, hidden_test_code="")
         result.append(p)
     return result
@@ -86,10 +86,10 @@ def main() -> int:
     sys.stdout = sys.stderr  # what the checks print must not corrupt the JSON answer
     for item in json.load(sys.stdin):
         try:
-            recorded[item["task_id"]] = _record_one(item["entry_point"], item["program"], item["test"])
+            recorded[item["problem_id"]] = _record_one(item["entry_point"], item["program"], item["test"])
         except Exception as e:  # noqa: BLE001 - a canonical solution failing its own check: no cases
-            print(f"{item['task_id']}: {type(e).__name__}: {e}", file=sys.stderr)
-            recorded[item["task_id"]] = []
+            print(f"{item['problem_id']}: {type(e).__name__}: {e}", file=sys.stderr)
+            recorded[item["problem_id"]] = []
     json.dump(recorded, stdout)
     return 0
 

@@ -68,7 +68,7 @@ def solution_code(problem: Problem, text: str) -> str | None:
 
 
 def score_samples(problems: Sequence[Problem], solutions: dict, executor) -> dict[str, float | None]:
-    """task_id -> 1.0 / 0.0 (None: no tests) for solution texts keyed by task_id; a problem
+    """problem_id -> 1.0 / 0.0 (None: no tests) for solution texts keyed by problem_id; a problem
     without a solution scores 0.0. `executor`: an Executor or its `run_batch`. Cases
     lacking an expected value get it from the canonical solution first."""
     from unified.pipeline.benchmarks import with_expected_outputs
@@ -79,7 +79,7 @@ def score_samples(problems: Sequence[Problem], solutions: dict, executor) -> dic
         problems = with_expected_outputs(problems, run_batch)
     calls, spans = [], []
     for problem in problems:
-        text = solutions.get(problem.task_id)
+        text = solutions.get(problem.problem_id)
         code = solution_code(problem, text) if isinstance(text, str) else None
         cases = evalplus_cases(problem)
         batch = hidden_calls(problem, code, cases) if code is not None and cases else []
@@ -88,14 +88,14 @@ def score_samples(problems: Sequence[Problem], solutions: dict, executor) -> dic
     results = run_batch(calls) if calls else []
     scores: dict[str, float | None] = {}
     for problem, (start, end, cases) in zip(problems, spans):
-        scores[problem.task_id] = float(passes_hidden(problem, results[start:end], cases)) if cases else None
+        scores[problem.problem_id] = float(passes_hidden(problem, results[start:end], cases)) if cases else None
     return scores
 
 
 def pass_at_1(
     problems: Sequence[Problem], generator: Generator, run_batch, max_tokens: int, seed: int | None = None
 ) -> dict[str, float | None]:
-    """task_id -> 1.0 / 0.0 (None without hidden tests), all problems in one executor batch."""
+    """problem_id -> 1.0 / 0.0 (None without hidden tests), all problems in one executor batch."""
     sampling = SamplingConfig(n=1, temperature=0.0, top_p=1.0, max_tokens=max_tokens, seed=seed)
     outputs = generator.generate([user_message(program_prompt(p)) for p in problems], sampling)
     calls, spans = [], []
@@ -111,9 +111,9 @@ def pass_at_1(
     scores: dict[str, float | None] = {}
     for problem, span in zip(problems, spans):
         if not has_hidden_tests(problem):
-            scores[problem.task_id] = None
+            scores[problem.problem_id] = None
         elif span is None:
-            scores[problem.task_id] = 0.0
+            scores[problem.problem_id] = 0.0
         else:
-            scores[problem.task_id] = float(passes_hidden(problem, results[span[0] : span[1]]))
+            scores[problem.problem_id] = float(passes_hidden(problem, results[span[0] : span[1]]))
     return scores

@@ -58,7 +58,7 @@ def docstring_examples(prompt: str, entry_point: str) -> list[TestCase]:
 def problem(row: dict, benchmark: str = NAME) -> Problem:
     entry = row["entry_point"]
     return Problem(
-        task_id=row["task_id"],
+        problem_id=row["task_id"],
         benchmark=benchmark,
         prompt=row["prompt"],
         entry_point=entry,

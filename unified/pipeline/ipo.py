@@ -67,27 +67,27 @@ def collect_inputs(problem: Problem, proposal_text: str, limit: int) -> tuple[li
 
     def add(args: tuple, source: str, line: str) -> None:
         if not round_trips(args):
-            rejections.append(Rejection("input", "unserialisable", problem.task_id, line[:200]))
+            rejections.append(Rejection("input", "unserialisable", problem.problem_id, line[:200]))
             return
         key = to_literal(args)
         if key in seen:
-            rejections.append(Rejection("input", "duplicate", problem.task_id, key[:200]))
+            rejections.append(Rejection("input", "duplicate", problem.problem_id, key[:200]))
             return
         seen.add(key)
-        inputs.append(Input(problem.task_id, args, source))
+        inputs.append(Input(problem.problem_id, args, source))
 
     for args in examples:
         add(tuple(args), "visible", display(tuple(args)))
     proposed = 0
     lines = proposed_inputs(proposal_text, problem.entry_point, _arity(problem))
     if limit > 0 and not lines:  # the model proposed nothing readable at all
-        rejections.append(Rejection("input", "no_inputs", problem.task_id, detail=proposal_text[:200]))
+        rejections.append(Rejection("input", "no_inputs", problem.problem_id, detail=proposal_text[:200]))
     for args, reason, line in lines:
         if proposed >= limit:
             break
         proposed += 1
         if args is None:
-            rejections.append(Rejection("input", reason, problem.task_id, line[:200]))
+            rejections.append(Rejection("input", reason, problem.problem_id, line[:200]))
         else:
             add(shape_like(args, examples), "proposed", line)
     return inputs, rejections

@@ -41,7 +41,7 @@ def problem(row: dict, benchmark: str = NAME) -> Problem:
     if len(calls) == len(base):  # the assertion's own literals are the exact types
         base = calls
     return Problem(
-        task_id=row["task_id"],
+        problem_id=row["task_id"],
         benchmark=benchmark,
         prompt=row["prompt"].strip().strip("'\"").strip(),
         entry_point=entry,

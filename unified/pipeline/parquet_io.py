@@ -27,7 +27,7 @@ FILES = ("problems", "programs", "ipo_triples", "tasks", "rejections")
 
 _S, _I, _F, _B = pa.string(), pa.int64(), pa.float64(), pa.bool_()
 SCHEMAS = {
-    "problems": [("round", _I), ("task_id", _S), ("benchmark", _S), ("entry_point", _S), ("prompt", _S),
+    "problems": [("round", _I), ("problem_id", _S), ("benchmark", _S), ("entry_point", _S), ("prompt", _S),
                  ("visible", _S), ("num_visible", _I), ("num_hidden", _I), ("pass_at_1", _F)],
     "programs": [("round", _I), ("problem_id", _S), ("program_id", _S), ("source", _S), ("code", _S),
                  ("kept", _B), ("rejection", _S)],
@@ -56,12 +56,12 @@ def round_rows(data) -> dict[str, list[dict]]:
     n = data.round_index
     why = {(r.stage, r.subject): r for r in data.rejections}
     program_why = {r.subject: r.reason for r in data.rejections if r.stage == "program"}
-    hidden = {p.task_id: len(p.hidden) + bool(p.hidden_test_code) for p in data.problems}
+    hidden = {p.problem_id: len(p.hidden) + bool(p.hidden_test_code) for p in data.problems}
     rows = {
         "problems": [
-            dict(round=n, task_id=p.task_id, benchmark=p.benchmark, entry_point=p.entry_point, prompt=p.prompt,
-                 visible=_cases_text(p.visible), num_visible=len(p.visible), num_hidden=hidden[p.task_id],
-                 pass_at_1=data.pass_at_1.get(p.task_id))
+            dict(round=n, problem_id=p.problem_id, benchmark=p.benchmark, entry_point=p.entry_point, prompt=p.prompt,
+                 visible=_cases_text(p.visible), num_visible=len(p.visible), num_hidden=hidden[p.problem_id],
+                 pass_at_1=data.pass_at_1.get(p.problem_id))
             for p in data.problems
         ],
         "programs": [

@@ -84,7 +84,7 @@ class RoundData:
 
     round_index: int
     problems: tuple[Problem, ...]
-    pass_at_1: dict  # task_id -> 1.0 / 0.0, None without hidden tests or when not evaluated
+    pass_at_1: dict  # problem_id -> 1.0 / 0.0, None without hidden tests or when not evaluated
     program_candidates: tuple[Program, ...]
     programs: tuple[Program, ...]
     triples: tuple[IOTriple, ...]
@@ -117,7 +117,7 @@ def build_round_data(
     """`on_phase(name, seconds)` is called as each sub-phase ends (progress bars, logs)."""
     round_seed = seed * 100_003 + round_index  # differs per round, reproducible per run
     lap, rejections = _Laps(on_phase), []
-    pass_at_1 = {p.task_id: None for p in problems}
+    pass_at_1 = {p.problem_id: None for p in problems}
     if cfg.evaluate_baseline:  # evaluation only: hidden tests never reach a task
         pass_at_1 = evaluation.pass_at_1(problems, generator, executor.run_batch, cfg.program_max_tokens, round_seed)
     lap("baseline")
@@ -170,7 +170,7 @@ def program_sampling(cfg: PipelineConfig, round_seed: int) -> SamplingConfig:
 def _phase_2(problems, kept, generator: Generator, executor, cfg: PipelineConfig, round_seed: int, rejections: list):
     """Inputs (visible + proposed), every program on every input, run twice: IPO triples."""
     sampling = SamplingConfig(n=1, temperature=cfg.input_temperature, max_tokens=cfg.input_max_tokens, seed=round_seed + 1)
-    with_programs = [p for p in problems if any(prog.problem_id == p.task_id for prog in kept)]
+    with_programs = [p for p in problems if any(prog.problem_id == p.problem_id for prog in kept)]
     inputs = _collect(rejections, ipo.propose_inputs(with_programs, generator, sampling, cfg.num_proposed_inputs))
     return _collect(rejections, ipo.execute(kept, inputs, executor.run_twice, cfg.max_output_chars))
 

@@ -29,15 +29,15 @@ def generate_programs(
     problem id -> all K completions as sampled), rejections."""
     outputs = generator.generate([user_message(program_prompt(p)) for p in problems], sampling)
     programs, rejections = [], []
-    by_problem = {problem.task_id: tuple(group) for problem, group in zip(problems, outputs)}
+    by_problem = {problem.problem_id: tuple(group) for problem, group in zip(problems, outputs)}
     for problem, completions in zip(problems, outputs):
         for i, comp in enumerate(completions):
-            pid = f"{problem.task_id}#p{i}"
+            pid = f"{problem.problem_id}#p{i}"
             code, reason = extract_program(comp.text, problem.entry_point)
             if code is None:
-                rejections.append(Rejection("program", reason, problem.task_id, pid, detail=comp.text[:200]))
+                rejections.append(Rejection("program", reason, problem.problem_id, pid, detail=comp.text[:200]))
                 continue
-            programs.append(Program(problem.task_id, pid, with_prompt_imports(problem, code), problem.entry_point))
+            programs.append(Program(problem.problem_id, pid, with_prompt_imports(problem, code), problem.entry_point))
     return (programs, by_problem), rejections
 
 
@@ -48,8 +48,8 @@ def canonical_programs(problems: Sequence[Problem]) -> list[Program]:
         if not p.canonical_solution:
             continue
         code, _ = extract_program(p.canonical_solution, p.entry_point)
-        pid = f"{p.task_id}#canonical"
-        out.append(Program(p.task_id, pid, code or p.canonical_solution, p.entry_point, source="canonical"))
+        pid = f"{p.problem_id}#canonical"
+        out.append(Program(p.problem_id, pid, code or p.canonical_solution, p.entry_point, source="canonical"))
     return out
 
 
@@ -72,7 +72,7 @@ def check_visible(
     """Ids of the programs that return every visible example's expected value (examples
     without an expected value are not checked), and a `fails_visible` rejection for each
     of the others."""
-    by_id = {p.task_id: p for p in problems}
+    by_id = {p.problem_id: p for p in problems}
     calls, owner = [], []
     for i, prog in enumerate(programs):
         for case in by_id[prog.problem_id].visible:

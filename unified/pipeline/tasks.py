@@ -24,7 +24,7 @@ def build_tasks(
     """All candidate tasks of the round (phase 4 filters them), in a stable order: per
     problem first the kinds that build one task per problem, then per program the others."""
     tasks, rejections = _per_problem_tasks(problems, programs, kind_names, opts)
-    by_problem = {p.task_id: p for p in problems}
+    by_problem = {p.problem_id: p for p in problems}
     by_program: dict[str, list[IOTriple]] = {}
     for t in triples:
         by_program.setdefault(t.program_id, []).append(t)
@@ -44,7 +44,7 @@ def _per_problem_tasks(problems, programs, kind_names, opts: BuildOptions) -> tu
     tasks, rejections = [], []
     for kind in [kind_of(name) for name in kind_names if per_problem(kind_of(name))]:
         for problem in problems:
-            made, rejected = kind.build_problem(problem, [p for p in programs if p.problem_id == problem.task_id], opts)
+            made, rejected = kind.build_problem(problem, [p for p in programs if p.problem_id == problem.problem_id], opts)
             tasks += made
             rejections += rejected
     return tasks, rejections

@@ -132,7 +132,7 @@ def build_components(cfg: TrainConfig, inputs: Inputs) -> Components:
     except ValueError as exc:
         raise UserError(str(exc)) from None
     problems = tuple(with_expected_outputs(inputs.problems[info.rank :: info.world_size], executor.run_batch))
-    all_ids = tuple(p.task_id for p in inputs.problems)
+    all_ids = tuple(p.problem_id for p in inputs.problems)
     tokenizer = load_tokenizer(model_path)
     dtype = resolve_dtype(cfg.model.dtype, info.device.type, t.deterministic)
     try:

@@ -149,7 +149,7 @@ def _phase_1_groups(run: Components, data, sampling) -> dict:
     if (phase_1.n, phase_1.temperature, phase_1.top_p, phase_1.max_tokens) != (
             sampling.n, sampling.temperature, sampling.top_p, sampling.max_tokens):  # fmt: skip
         return {}
-    prompts = {p.task_id: program_prompt(p) for p in data.problems}
+    prompts = {p.problem_id: program_prompt(p) for p in data.problems}
     return {prompts[pid]: group for pid, group in data.program_completions.items() if pid in prompts}
 
 
