@@ -6,33 +6,28 @@ from __future__ import annotations
 
 from typing import Sequence
 
-from unified.kinds.base import ANSWER_RULE, BuildOptions, all_same, call_text, cases_passed, code_block, new_task, values_equal
+from unified.kinds.base import BuildOptions, about_program, all_same, call_text, cases_passed, one_task_per_triple, values_equal
 from unified.sandbox.exec_types import ExecCall
 from unified.text.extract import call_args
 from unified.values import to_literal
-from unified.types import IOTriple, Problem, Program, Rejection, Task, TestCase
+from unified.types import IOTriple, Problem, Program, Rejection, Task
 
 NAME, LETTER = "abduction", "A"
 
 
 def prompt(program: Program, output: object) -> str:
-    return (
-        "Here is a Python function.\n\n"
-        f"{code_block(program.code)}\n\n"
+    return about_program(
+        program,
         f"Find arguments for which `{program.entry_point}` returns exactly `{to_literal(output)}`.\n"
-        f"Answer with the call, using Python literals as arguments, e.g. <answer>{program.entry_point}(...)</answer>.\n"
-        + ANSWER_RULE
+        f"Answer with the call, using Python literals as arguments, e.g. <answer>{program.entry_point}(...)</answer>.",
     )
 
 
 def build(
     problem: Problem, program: Program, triples: Sequence[IOTriple], opts: BuildOptions
 ) -> tuple[list[Task], list[Rejection]]:
-    tasks = [
-        new_task(NAME, i, problem, program, prompt(program, t.output), f"<answer>{call_text(program.entry_point, t.args)}</answer>", [TestCase(t.args, t.output)])
-        for i, t in enumerate(triples)
-    ]
-    return tasks, []
+    gold = lambda t: call_text(program.entry_point, t.args)  # noqa: E731
+    return one_task_per_triple(NAME, problem, program, triples, lambda t: prompt(program, t.output), gold), []
 
 
 def parse(task: Task, answer: str) -> tuple[object, str | None]:

@@ -11,7 +11,7 @@ One answer format for every kind: the answer goes inside `<answer>...</answer>`;
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Protocol, Sequence
+from typing import Callable, Protocol, Sequence
 
 from unified.sandbox.exec_types import ExecCall, ExecResult
 from unified.values import to_literal, values_equal
@@ -81,6 +81,18 @@ def new_task(kind: str, index: int, problem: Problem, program: Program, prompt: 
         program_id=program.program_id, prompt=prompt, gold=gold, entry_point=program.entry_point,
         program=program.code, cases=tuple(cases), shown=tuple(shown), atol=problem.atol,
     )  # fmt: skip
+
+
+def one_task_per_triple(kind: str, problem: Problem, program: Program, triples: Sequence[IOTriple],
+                        prompt: Callable[[IOTriple], str], gold: Callable[[IOTriple], str]) -> list[Task]:  # fmt: skip
+    """One task per (input, output) pair of `program`, checked against that pair (deduction, abduction)."""
+    return [new_task(kind, i, problem, program, prompt(t), f"<answer>{gold(t)}</answer>", [TestCase(t.args, t.output)])
+            for i, t in enumerate(triples)]  # fmt: skip
+
+
+def about_program(program: Program, question: str) -> str:
+    """The prompt of a kind that shows the program and asks one question about it."""
+    return f"Here is a Python function.\n\n{code_block(program.code)}\n\n{question}\n" + ANSWER_RULE
 
 
 def call_text(entry_point: str, args: tuple) -> str:

@@ -5,31 +5,26 @@ from __future__ import annotations
 
 from typing import Sequence
 
-from unified.kinds.base import ANSWER_RULE, BuildOptions, call_text, code_block, new_task, values_equal
+from unified.kinds.base import BuildOptions, about_program, call_text, one_task_per_triple, values_equal
 from unified.text.extract import read_literal
 from unified.values import to_literal
-from unified.types import IOTriple, Problem, Program, Rejection, Task, TestCase
+from unified.types import IOTriple, Problem, Program, Rejection, Task
 
 NAME, LETTER = "deduction", "D"
 
 
 def prompt(program: Program, args: tuple) -> str:
-    return (
-        "Here is a Python function.\n\n"
-        f"{code_block(program.code)}\n\n"
+    return about_program(
+        program,
         f"What does `{call_text(program.entry_point, args)}` return?\n"
-        "Answer with the exact return value as a Python literal, e.g. <answer>[1, 2]</answer>.\n" + ANSWER_RULE
+        "Answer with the exact return value as a Python literal, e.g. <answer>[1, 2]</answer>.",
     )
 
 
 def build(
     problem: Problem, program: Program, triples: Sequence[IOTriple], opts: BuildOptions
 ) -> tuple[list[Task], list[Rejection]]:
-    tasks = [
-        new_task(NAME, i, problem, program, prompt(program, t.args), f"<answer>{to_literal(t.output)}</answer>", [TestCase(t.args, t.output)])
-        for i, t in enumerate(triples)
-    ]
-    return tasks, []
+    return one_task_per_triple(NAME, problem, program, triples, lambda t: prompt(program, t.args), lambda t: to_literal(t.output)), []
 
 
 def parse(task: Task, answer: str) -> tuple[object, str | None]:
