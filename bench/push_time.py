@@ -38,7 +38,7 @@ avx512_bf16 or AMX): the engine serves in that dtype and the policy computes in 
 `Policy.compute()` while its master weights stay float32, so in bf16 every push converts
 the float32 tensors once, into the engine's bf16 kernels; `memcpy_s` stays a clone of
 the float32 state dict. The log-prob check after the push allows 1e-3 in float32 and
-0.2 nats in bf16 (`logprob_tolerance`; tests/test_bf16.py says why; `matches()` below).
+0.2 nats in bf16 (`logprob_tolerance`; tests/trainer/test_bf16.py says why; `matches()` below).
 
     python bench/push_time.py [--sizes tiny,10m,50m,smollm2] [--dtype auto] [--threads 1] [--repeats 5] [--max-tokens 96] [--quick]
 
@@ -81,7 +81,7 @@ TARGET_SHARE = 0.05
 TARGET_PUSH_OVER_MEMCPY = 3.0
 SIZES = ("tiny", *SHAPES, "smollm2", "smollm2_top_layers")
 TUNING = {"smollm2_top_layers": "top_layers"}  # the others: full fine-tuning
-# engine vs policy log-prob of one sampled token after a push (tests/test_bf16.py says why bf16's)
+# engine vs policy log-prob of one sampled token after a push (tests/trainer/test_bf16.py says why bf16's)
 LOGPROB_TOLERANCE = {"float32": 1e-3, "bfloat16": 0.2}
 
 
@@ -90,7 +90,7 @@ def matches(gap_before: float, gap_after: float, dtype: str) -> bool:
     float32 the perturbation must show above the tolerance and 10x the gap after; in bf16
     one token's rounding noise (~0.01-0.05) hides most of a 0.01 perturbation's effect on
     SmolLM2 (0.13-0.15 on the token measured), so 3x the gap after is what one token can
-    tell; tests/test_bf16.py checks the bf16 push over many tokens."""
+    tell; tests/trainer/test_bf16.py checks the bf16 push over many tokens."""
     tol = LOGPROB_TOLERANCE[dtype]
     if dtype == "float32":
         return gap_after <= tol and gap_before > max(tol, 10 * gap_after)
@@ -196,7 +196,7 @@ def measure_one(model_dir: str, repeats: int, prompts: int, n: int, max_tokens: 
             logits = policy.module(input_ids=torch.tensor([ids])).logits[0, -1].float()
         return abs(float(torch.log_softmax(logits, -1)[c.token_ids[0]]) - c.logprobs[0])
 
-    # a small seeded perturbation of every weight (as tests/smollm2_checks.py): scaling all
+    # a small seeded perturbation of every weight (as tests/helpers/smollm2_checks.py): scaling all
     # weights by a constant blows up a deep model's activations, and kernel rounding
     # differences between the engine and the policy then swamp the comparison
     gen = torch.Generator().manual_seed(0)
