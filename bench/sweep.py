@@ -25,6 +25,8 @@ REPO = Path(__file__).resolve().parents[1]
 CONFIGS: dict[str, list[str]] = {
     "top4_lr1e-5": ["tuning=top_layers", "algorithm.lr=1e-5"],
     "top4_lr1e-6": ["tuning=top_layers", "algorithm.lr=1e-6"],
+    "top4_lr1e-4": ["tuning=top_layers", "algorithm.lr=1e-4"],  # with the default format penalty
+    "top4_lr1e-4_fp0": ["tuning=top_layers", "algorithm.lr=1e-4", "pipeline.format_penalty=0.0"],  # experiment=solve_tuned
     "lora16_lr1e-4": ["tuning=lora", "algorithm.lr=1e-4"],
     "lora16_lr1e-5": ["tuning=lora", "algorithm.lr=1e-5"],
     "top4_lr1e-5_fp0": ["tuning=top_layers", "algorithm.lr=1e-5", "pipeline.format_penalty=0.0"],
