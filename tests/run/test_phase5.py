@@ -1,13 +1,21 @@
-"""Phase 5's chunking (pure): how many tasks one generation covers, so that no sample is
-older than `max_staleness` versions at its last optimizer step, and which of phase 1's
-groups are still fresh enough to reuse."""
+"""Phase 5's chunking: how many tasks one generation covers, so that no sample is older
+than `max_staleness` versions at its last optimizer step; which of phase 1's groups are
+still fresh enough to reuse; and how they are packed by the samples that will train (silent
+groups ride along, groups with signal over the budget are generated afresh), through
+`train_on_tasks` with the real sandbox scoring real `solve` tasks."""
 
 from types import SimpleNamespace
 
 import pytest
 
-from unified.run.phase5 import _reusable, tasks_per_chunk
+from unified.kinds import BuildOptions
+from unified.pipeline.phases import PipelineConfig
+from unified.pipeline.tasks import build_tasks
+from unified.run.phase5 import _reusable, pack_by_signal, tasks_per_chunk, train_on_tasks
+from unified.sandbox.config import ExecutorConfig
+from unified.sandbox.executor import Executor
 from unified.schema import AlgorithmConfig
+from unified.types import Completion, Problem, SamplingConfig, TestCase
 
 
 @pytest.mark.parametrize(
@@ -39,3 +47,82 @@ def test_reusable_groups_are_those_fresh_at_the_chunks_last_step():
     assert set(_reusable(reuse, 6, algorithm)) == {"new"}
     assert set(_reusable(reuse, 3, algorithm)) == {"edge", "new"}
     assert _reusable({}, 0, algorithm) == {} and _reusable(None, 0, algorithm) == {}
+
+
+@pytest.mark.parametrize(
+    "rewards, budget, drop_silent, expected",
+    [
+        ([[0, 0], [1, 0], [0, 0], [1, 0], [1, 0]], 4, True, [True, True, True, True, False]),  # silent groups are free
+        ([[0, 0], [1, 0], [1, 0]], 4, False, [True, True, False]),  # zero_variance=keep: every group trains
+        ([[1, 0, 0], [1, 1], [0, 1], [0]], 4, True, [True, True, False, True]),  # first fit: 3, free, 2 > 1 left, a lone 1
+        ([[1, 0, 0], [1], [0, 1]], 4, True, [True, True, False]),  # a lone sample trains (no group baseline)
+        ([], 4, True, []),
+    ],
+)
+def test_pack_by_signal_counts_only_the_samples_that_train(rewards, budget, drop_silent, expected):
+    assert pack_by_signal(rewards, budget, drop_silent) == expected
+
+
+RIGHT, WRONG = "```python\ndef {0}(x):\n    return x + 1\n```", "```python\ndef {0}(x):\n    return x\n```"
+
+
+class RecordingEngine:
+    """Answers every prompt with wrong code and records what it was asked to generate."""
+
+    def __init__(self, names):
+        self.names, self.asked = names, []
+
+    def generate(self, prompts, sampling):
+        self.asked.append(list(prompts))
+        return [[_completion(WRONG.format(self._name(p)), version=7) for _ in range(sampling.n)] for p in prompts]
+
+    def _name(self, messages):
+        return next(n for n in self.names if n in messages[-1]["content"])
+
+
+def _completion(text, version=0):
+    return Completion(text, (1, 2), (3, 4), (-1.0, -1.0), "stop", version)
+
+
+@pytest.fixture(scope="module")
+def executor():
+    ex = Executor(ExecutorConfig(workers=1))
+    yield ex
+    ex.close()
+
+
+def test_phase_1s_groups_fill_one_chunk_by_signal_and_the_rest_is_generated_afresh(executor):
+    names = [f"inc_{c}" for c in "abcde"]
+    problems = [Problem(f"Toy/{i}", "toy", f"Write {n}: add one.", n, (TestCase((1,), 2), TestCase((5,), 6)))
+                for i, n in enumerate(names)]  # fmt: skip
+    tasks, rejections = build_tasks(problems, [], [], ("solve",), BuildOptions())
+    assert not rejections and len(tasks) == 5
+    answers = [(WRONG, WRONG), (RIGHT, WRONG), (WRONG, WRONG), (WRONG, RIGHT), (RIGHT, WRONG)]  # silent, signal, silent, signal, signal
+    reuse = {t.prompt: [_completion(a.format(n)) for a in pair] for t, n, pair in zip(tasks, names, answers)}
+    engine = RecordingEngine(names)
+    # 1 sample per step, max_staleness 3: 4 steps per generation, a budget of 4 training samples = 2 groups of 2
+    algorithm = AlgorithmConfig(micro_batch_size=1, accum_steps=1, update_steps=1, max_staleness=3)
+    result = train_on_tasks(tasks, engine, executor, SimpleNamespace(version=0), algorithm, PipelineConfig(kinds=("solve",)),
+                            SamplingConfig(n=2, temperature=1.0, max_tokens=16, seed=1), round_index=1, pad_token_id=0,
+                            update_weights=False, reuse=reuse)  # fmt: skip
+    assert result.reused_groups == 4  # both silent groups and the first two with signal
+    assert engine.asked == [[tasks[4].messages]]  # the third group with signal: over the budget, sampled again
+    by_task = {}
+    for row in result.rollouts:
+        by_task.setdefault(row.task_id, []).append((row.reward, row.version))
+    assert by_task[tasks[1].task_id] == [(1.0, 0), (0.0, 0)]  # phase 1's own samples and scores
+    assert by_task[tasks[4].task_id] == [(0.0, 7), (0.0, 7)]  # the fresh generation's
+    assert len(result.rollouts) == 10
+
+
+def test_no_reuse_generates_every_task_in_chunks(executor):
+    names = ["inc_a", "inc_b", "inc_c"]
+    problems = [Problem(f"Toy/{i}", "toy", f"Write {n}: add one.", n, (TestCase((1,), 2),)) for i, n in enumerate(names)]
+    tasks, _ = build_tasks(problems, [], [], ("solve",), BuildOptions())
+    engine = RecordingEngine(names)
+    algorithm = AlgorithmConfig(micro_batch_size=1, accum_steps=1, update_steps=1, max_staleness=1)  # 2 steps: 1 task of 2
+    result = train_on_tasks(tasks, engine, executor, SimpleNamespace(version=5), algorithm, PipelineConfig(kinds=("solve",)),
+                            SamplingConfig(n=2, temperature=1.0, max_tokens=16, seed=1), round_index=1, pad_token_id=0,
+                            update_weights=False, reuse={t.prompt: [_completion("x", version=0)] * 2 for t in tasks})  # fmt: skip
+    assert result.reused_groups == 0  # version 0 is too old at version 5
+    assert engine.asked == [[t.messages] for t in tasks] and len(result.rollouts) == 6

@@ -11,6 +11,12 @@ Chunks keep rollouts fresh: a chunk holds `algorithm.steps_per_generation` optim
 worth of samples, `(max_staleness + 1) // ppo_epochs`, so no sample trained on is older
 than `max_staleness` versions. Every rank runs the same number of chunks (FSDP
 collectives); a rank out of tasks trains on padding.
+
+Phase 1's samples (the `solve` kind's groups, `reuse`) come first, as one chunk packed by
+the samples that will TRAIN: they are scored before any step, groups without signal (all
+rewards equal, dropped under `zero_variance=drop`) cost no step and always ride along,
+and groups with signal fill the staleness budget; those over it are generated afresh in
+the chunks that follow. With most groups silent, a round needs no second generation.
 """
 
 from __future__ import annotations
@@ -73,17 +79,10 @@ def train_on_tasks(
     rows: list[Rollout] = []
     summaries: list[UpdateStats] = []
     seconds = {"generate": 0.0, "score": 0.0, "train": 0.0}
-    reused_groups = 0
-    for c in range(all_reduce_int(math.ceil(len(tasks) / size), "max")):  # every rank runs as many chunks
-        chunk = list(tasks[c * size : (c + 1) * size])
-        seed = None if sampling.seed is None else sampling.seed + 1000 * c
-        with _timed(seconds, "generate"):
-            outputs, reused = _generate(chunk, engine, replace(sampling, seed=seed), _reusable(reuse, aggregator.version, algorithm))
-        reused_groups += reused
-        with _timed(seconds, "score"):
-            scores = score_rollouts(chunk, outputs, executor, pipeline) if chunk else []
+
+    def run_chunk(chunk: list[Task], outputs: list, scores: list) -> None:
         samples, rollouts = _scored(chunk, outputs, scores, round_index)
-        rows += rollouts
+        rows.extend(rollouts)
         with _timed(seconds, "train"):
             if update_weights:
                 with ledger.measure("update", _tokens(samples)) if ledger is not None else nullcontext(), \
@@ -93,7 +92,39 @@ def train_on_tasks(
                                                       ref_policy=ref_policy))  # fmt: skip
         if on_chunk is not None:
             on_chunk()
-    return Phase5Result(tuple(rows), merge_chunks(summaries), seconds, reused_groups)
+
+    reusable = _reusable(reuse, aggregator.version, algorithm)
+    reused, tasks = [t for t in tasks if t.prompt in reusable], [t for t in tasks if t.prompt not in reusable]
+    if all_reduce_int(len(reused), "max"):  # phase 1's groups: one chunk on every rank
+        with _timed(seconds, "score"):
+            groups = [list(reusable[t.prompt]) for t in reused]
+            scores = score_rollouts(reused, groups, executor, pipeline) if reused else []
+        keep = pack_by_signal([[r for r, _ in s] for s in scores], algorithm.steps_per_generation * algorithm.samples_per_step,
+                              algorithm.zero_variance == "drop")  # fmt: skip
+        tasks = [t for t, k in zip(reused, keep) if not k] + tasks  # over the budget: generated afresh below
+        reused, groups, scores = ([x for x, k in zip(xs, keep) if k] for xs in (reused, groups, scores))
+        run_chunk(reused, groups, scores)
+    for c in range(all_reduce_int(math.ceil(len(tasks) / size), "max")):  # every rank runs as many chunks
+        chunk = list(tasks[c * size : (c + 1) * size])
+        seed = None if sampling.seed is None else sampling.seed + 1000 * c
+        with _timed(seconds, "generate"):
+            outputs = engine.generate([t.messages for t in chunk], replace(sampling, seed=seed)) if chunk else []
+        with _timed(seconds, "score"):
+            scores = score_rollouts(chunk, outputs, executor, pipeline) if chunk else []
+        run_chunk(chunk, outputs, scores)
+    return Phase5Result(tuple(rows), merge_chunks(summaries), seconds, len(reused))
+
+
+def pack_by_signal(rewards: Sequence[Sequence[float]], budget: int, drop_silent: bool) -> list[bool]:
+    """Which of phase 1's groups (their rewards, in order) one chunk takes: every group whose
+    samples will train counts against `budget` samples (the staleness budget), in order, while
+    it fits; a silent group (one reward for all, dropped under `drop_silent`) costs nothing."""
+    keep, used = [], 0
+    for group in rewards:
+        cost = 0 if drop_silent and len(group) > 1 and max(group) == min(group) else len(group)
+        keep.append(used + cost <= budget)
+        used += cost if keep[-1] else 0
+    return keep
 
 
 def _reusable(reuse, version: int, algorithm: AlgorithmConfig) -> dict:
@@ -103,14 +134,6 @@ def _reusable(reuse, version: int, algorithm: AlgorithmConfig) -> dict:
         return {}
     limit = version + algorithm.steps_per_generation - 1 - algorithm.max_staleness
     return {prompt: group for prompt, group in reuse.items() if group and min(c.version for c in group) >= limit}
-
-
-def _generate(chunk: Sequence[Task], engine: Engine, sampling: SamplingConfig, reusable: dict) -> tuple[list, int]:
-    """Each task's group (reused where `reusable` holds its prompt, else one engine call for
-    the rest) and how many were reused."""
-    todo = [t for t in chunk if t.prompt not in reusable]
-    fresh = iter(engine.generate([t.messages for t in todo], sampling) if todo else [])
-    return [list(reusable[t.prompt]) if t.prompt in reusable else next(fresh) for t in chunk], len(chunk) - len(todo)
 
 
 def _scored(chunk: Sequence[Task], outputs, scores, round_index: int) -> tuple[list[Sample], list[Rollout]]:
