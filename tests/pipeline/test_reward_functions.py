@@ -5,7 +5,7 @@ import pytest
 
 from unified.sandbox.executor import ExecutorConfig
 from unified.sandbox.executors import build_executor
-from unified.pipeline.rewards import parse_answer, score, score_batch
+from unified.pipeline.rewards import parse_answer, penalize_format_only_without_signal, score, score_batch
 from unified.types import Task, TestCase
 
 PAIR_PROGRAM = "def pair_sum(a, b):\n    return (a + b, a * b)\n"
@@ -115,3 +115,30 @@ def test_parse_answer_kinds():
     assert parse_answer(ABDUCTION, "<answer>pair_sum(1, 2)</answer>") == ((1, 2), None)
     code, reason = parse_answer(INDUCTION, RIGHT)
     assert reason is None and code.startswith("def pair_sum(x, y):")
+
+
+SOLVE = _task("solve", [TestCase((2, 3), (5, 6))])
+OK, NO, BAD = (1.0, None), (0.0, None), (-0.5, "syntax")
+
+
+@pytest.mark.parametrize(
+    "groups, expected",
+    [
+        # no group has a right answer: the penalty stays, the format is what trains
+        ([[NO, BAD], [NO, NO]], [[NO, BAD], [NO, NO]]),
+        # some group has one: unreadable scores like wrong everywhere, only correctness trains
+        ([[OK, BAD], [NO, BAD]], [[OK, (0.0, "syntax")], [NO, (0.0, "syntax")]]),
+        # lone answers (n=1) count across the batch
+        ([[OK], [BAD]], [[OK], [(0.0, "syntax")]]),
+        ([[NO], [BAD]], [[NO], [BAD]]),
+    ],
+)
+def test_the_format_penalty_only_where_correctness_gives_no_signal(groups, expected):
+    assert penalize_format_only_without_signal([SOLVE] * len(groups), groups) == expected
+
+
+def test_without_the_penalty_unreadable_scores_like_the_worst_readable_answer():
+    graded = [[(1.0, None), (-0.3, None), (-0.5, "no_code")]]  # solve_reward=graded: an error scores -0.6
+    assert penalize_format_only_without_signal([SOLVE], graded, "graded") == [[(1.0, None), (-0.3, None), (-0.6, "no_code")]]
+    deduction = [[(1.0, None), (-0.5, "no_answer")]]  # the self-play kinds: wrong scores 0
+    assert penalize_format_only_without_signal([DEDUCTION], deduction) == [[(1.0, None), (0.0, "no_answer")]]

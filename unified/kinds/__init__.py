@@ -7,7 +7,7 @@ the order candidate tasks are built in (kinds take turns).
 from __future__ import annotations
 
 from unified.kinds import abduction, deduction, induction, solve
-from unified.kinds.base import BuildOptions, TaskKind, per_problem, raw_answer
+from unified.kinds.base import BuildOptions, TaskKind, per_problem, raw_answer, readable_floor
 
 KINDS: dict[str, TaskKind] = {k.NAME: k for k in (induction, deduction, abduction, solve)}
 TASK_KINDS: tuple[str, ...] = tuple(KINDS)
@@ -20,4 +20,4 @@ def kind_of(name: str) -> TaskKind:
         raise ValueError(f"unknown task kind {name!r}; known: {', '.join(KINDS)}") from None
 
 
-__all__ = ["KINDS", "TASK_KINDS", "BuildOptions", "TaskKind", "kind_of", "per_problem", "raw_answer"]
+__all__ = ["KINDS", "TASK_KINDS", "BuildOptions", "TaskKind", "kind_of", "per_problem", "raw_answer", "readable_floor"]

@@ -37,7 +37,8 @@ class TaskKind(Protocol):
     LETTER: str  # "D": its column in the console's tasks line
     # Optional (see `per_problem` / `raw_answer`): PER_PROBLEM = True builds one task per
     # problem through `build_problem(problem, programs, opts)` instead of `build`;
-    # RAW_ANSWER = True reads the whole completion, not the text inside <answer>.
+    # RAW_ANSWER = True reads the whole completion, not the text inside <answer>;
+    # `readable_floor(opts)` the lowest reward a readable answer gets (default 0).
 
     def build(
         self, problem: Problem, program: Program, triples: Sequence[IOTriple], opts: BuildOptions
@@ -71,6 +72,13 @@ def per_problem(kind: TaskKind) -> bool:
 def raw_answer(kind: TaskKind) -> bool:
     """The kind reads the whole completion (its prompt asks for no <answer> tag)."""
     return bool(getattr(kind, "RAW_ANSWER", False))
+
+
+def readable_floor(kind: TaskKind, opts: BuildOptions) -> float:
+    """The lowest reward a readable answer of this kind gets: what an unreadable one scores
+    when the format is not penalized (`PipelineConfig.format_penalty_when`)."""
+    floor = getattr(kind, "readable_floor", None)
+    return float(floor(opts)) if floor is not None else 0.0
 
 
 def new_task(kind: str, index: int, problem: Problem, program: Program, prompt: str, gold: str,

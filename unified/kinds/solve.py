@@ -36,6 +36,11 @@ REWARDS = ("binary", "fraction", "graded")
 GRADED = {"pass": 1.0, "wrong": -0.3, "error": -0.6}
 
 
+def readable_floor(opts: BuildOptions) -> float:
+    """The lowest reward readable code gets: an error under `graded`, else 0."""
+    return GRADED["error"] if opts.solve_reward == "graded" else 0.0
+
+
 def build_problem(problem: Problem, programs: Sequence[Program], opts: BuildOptions) -> tuple[list[Task], list[Rejection]]:
     """The problem's solve task; `programs` are phase 1's for this problem (the first one
     that passes the visible examples becomes the gold)."""

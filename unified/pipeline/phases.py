@@ -19,12 +19,13 @@ from unified.kinds import KINDS, BuildOptions, kind_of, per_problem
 from unified.kinds.solve import REWARDS as SOLVE_REWARDS
 from unified.pipeline import evaluation, ipo, programs as phase1, tasks as phase3, validate
 from unified.pipeline.generation import Generator, SamplingConfig
-from unified.pipeline.rewards import score_batch
+from unified.pipeline.rewards import penalize_format_only_without_signal, score_batch
 from unified.types import Completion, IOTriple, Problem, Program, Rejection, Task
 
 SEED_PROGRAMS = ("none", "canonical")
 TTRLVR_KINDS = ("induction", "deduction", "abduction")  # the self-play kinds of the original design
 INDUCTION_REWARDS = ("all", "fraction")  # "fraction": partial credit, a share of the held-out pairs
+FORMAT_PENALTY_WHEN = ("always", "no_signal")  # when an unreadable answer gets `format_penalty` (see score_rollouts)
 
 
 @dataclass(frozen=True)
@@ -49,6 +50,7 @@ class PipelineConfig:
     induction_reward: str = "all"  # "all" | "fraction" of held-out pairs
     solve_reward: str = "binary"  # solve kind: "binary" | "fraction" of visible examples | "graded" (kinds/solve.py)
     format_penalty: float = -0.5  # reward of an unreadable answer
+    format_penalty_when: str = "no_signal"  # "always" | "no_signal": only in a batch where correctness alone gives no group signal
     max_output_chars: int = 1000  # longer output literals are rejected
 
     def __post_init__(self):
@@ -60,6 +62,8 @@ class PipelineConfig:
             problems.append(f"kinds must be a non-empty subset of {tuple(KINDS)}, got {list(self.kinds)}")
         if self.induction_reward not in INDUCTION_REWARDS:
             problems.append(f"induction_reward must be one of {INDUCTION_REWARDS}, got {self.induction_reward!r}")
+        if self.format_penalty_when not in FORMAT_PENALTY_WHEN:
+            problems.append(f"format_penalty_when must be one of {FORMAT_PENALTY_WHEN}, got {self.format_penalty_when!r}")
         if self.solve_reward not in SOLVE_REWARDS:
             problems.append(f"solve_reward must be one of {SOLVE_REWARDS}, got {self.solve_reward!r}")
         if self.num_programs < 0 or self.num_proposed_inputs < 0 or self.induction_shown < 1:
@@ -218,7 +222,11 @@ def cap_tasks(tasks: Sequence[Task], limit: int | None, seed: int) -> tuple[list
 def score_rollouts(
     tasks: Sequence[Task], completions: Sequence[Sequence[Completion | str]], executor, cfg: PipelineConfig
 ) -> list[list[tuple[float, str | None]]]:
-    """Per task, per completion: (reward, parse-failure reason or None); one executor batch."""
+    """Per task, per completion: (reward, parse-failure reason or None); one executor batch.
+    The batch is the unit of `format_penalty_when` (phase 5: one chunk)."""
     items = [(task, c if isinstance(c, str) else c.text) for task, group in zip(tasks, completions) for c in group]
     flat = iter(score_batch(items, executor.run_batch, cfg.format_penalty, cfg.partial_credit, cfg.solve_reward))
-    return [[next(flat) for _ in group] for group in completions]
+    scores = [[next(flat) for _ in group] for group in completions]
+    if cfg.format_penalty_when == "always":
+        return scores
+    return penalize_format_only_without_signal(tasks, scores, cfg.solve_reward)

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Sequence
 
-from unified.kinds import BuildOptions, kind_of, raw_answer
+from unified.kinds import BuildOptions, kind_of, raw_answer, readable_floor
 from unified.text.extract import answer_text
 from unified.types import Task
 
@@ -53,6 +53,20 @@ def score_batch(
         else:
             out.append((reward_from_results(task, value, results[lo:hi], partial_credit, solve_reward), None))
     return out
+
+
+def penalize_format_only_without_signal(
+    tasks: Sequence[Task], scores: Sequence[Sequence[tuple[float, str | None]]], solve_reward: str = "binary"
+) -> list[list[tuple[float, str | None]]]:
+    """`format_penalty_when="no_signal"`: an unreadable answer scores like the worst readable
+    one of its kind (its `readable_floor`), unless then no group's rewards differ: a batch the
+    model cannot solve yet keeps the penalty and trains the format, a batch where some answer
+    is right trains on correctness alone. A lone answer (n=1) counts as a group of the batch."""
+    opts = BuildOptions(solve_reward=solve_reward)
+    plain = [[(readable_floor(kind_of(t.kind), opts) if why is not None else r, why) for r, why in group]
+             for t, group in zip(tasks, scores)]  # fmt: skip
+    groups = [[r for r, _ in g] for g in plain if len(g) > 1] or [[r for g in plain for r, _ in g]]
+    return plain if any(g and max(g) > min(g) for g in groups) else [list(g) for g in scores]
 
 
 def score(
