@@ -32,7 +32,7 @@ from unified.trainer.aggregator import Aggregator
 from unified.trainer.distributed import all_reduce_int
 from unified.trainer.engine import Engine, SamplingConfig
 from unified.schema import AlgorithmConfig
-from unified.trainer.update import train_on_samples
+from unified.trainer.update import has_signal, train_on_samples
 from unified.trainer.update_stats import UpdateStats, merge_chunks
 from unified.types import Completion, Rollout, Sample, Task
 
@@ -121,7 +121,7 @@ def pack_by_signal(rewards: Sequence[Sequence[float]], budget: int, drop_silent:
     it fits; a silent group (one reward for all, dropped under `drop_silent`) costs nothing."""
     keep, used = [], 0
     for group in rewards:
-        cost = 0 if drop_silent and len(group) > 1 and max(group) == min(group) else len(group)
+        cost = 0 if drop_silent and not has_signal(group) else len(group)
         keep.append(used + cost <= budget)
         used += cost if keep[-1] else 0
     return keep

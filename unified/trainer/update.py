@@ -95,13 +95,18 @@ def trainable(samples: Sequence[Sample], cfg: AlgorithmConfig) -> tuple[list[tup
     return list(zip(kept, advantages)), counts
 
 
+def has_signal(rewards: Sequence[float]) -> bool:
+    """A group's rewards carry signal when they differ, or when it has one sample (no group
+    baseline to cancel it: n=1 estimators such as REINFORCE++ compare across groups)."""
+    return len(rewards) == 1 or len(set(rewards)) > 1
+
+
 def group_signal(samples: Sequence[Sample]) -> dict:
-    """group -> True when its rewards differ, or it has one sample (no group baseline to
-    cancel it: n=1 estimators such as REINFORCE++ compare across groups)."""
+    """group -> whether its rewards carry signal (`has_signal`)."""
     rewards: dict = {}
     for s in samples:
         rewards.setdefault(s.group, []).append(s.reward)
-    return {g: len(r) == 1 or max(r) > min(r) for g, r in rewards.items()}
+    return {g: has_signal(r) for g, r in rewards.items()}
 
 
 def _step_chunks(pairs: list, per_step: int):
