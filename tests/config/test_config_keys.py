@@ -34,6 +34,7 @@ VALUES = {
     "rollout.max_tokens": "32", "rollout.max_model_len": "512", "rollout.kv_cache_gib": "0.5",
     "rollout.gpu_memory_utilization": "0.5", "rollout.tensor_parallel_size": "2", "rollout.retries": "1",
     "rollout.retry_backoff_s": "0.1", "rollout.sleep_between_phases": "false",
+    "rollout.compile": "true",
     "algorithm.adv_estimator": "rloo", "algorithm.norm_adv_by_std_in_grpo": "false", "algorithm.gamma": "0.99",
     "algorithm.policy_loss": "gspo", "algorithm.clip_ratio_low": "0.1", "algorithm.clip_ratio_high": "0.28",
     "algorithm.clip_ratio_c": "2.0", "algorithm.loss_agg_mode": "seq-mean-token-mean", "algorithm.entropy_coeff": "0.001",

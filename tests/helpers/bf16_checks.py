@@ -8,6 +8,8 @@ JSON line with the measured gaps (max and mean over response tokens)."""
 from __future__ import annotations
 
 import json
+import sys
+import time
 
 import torch
 
@@ -46,6 +48,7 @@ def engine_dtype(engine) -> str:
 
 def check(engine, policy) -> dict:
     out = {"engine_dtype": engine_dtype(engine), "policy_autocast": str(policy.autocast),
+           "enforce_eager": engine.llm.llm_engine.vllm_config.model_config.enforce_eager,
            "master_dtypes": sorted({str(p.dtype) for p in policy.parameters()})}  # fmt: skip
     for seed, temperature in ((11, 1.0), (12, 0.7)):
         perturb(policy, 0.05, seed=seed)  # a change the engine has not seen yet
@@ -67,9 +70,12 @@ def check(engine, policy) -> dict:
 def main() -> None:
     info = init_distributed("cpu")
     path = str(default_model_dir())
-    engine = build_engine("vllm_cpu", path, dtype="bfloat16", max_model_len=512, seed=0, kv_cache_gib=1)
+    compiled = "--compile" in sys.argv  # vLLM's torch.compile path (rollout.compile) instead of eager
+    start = time.perf_counter()
+    engine = build_engine("vllm_cpu", path, dtype="bfloat16", max_model_len=512, seed=0, kv_cache_gib=1, compile=compiled)
+    started = time.perf_counter() - start
     policy = build_policy(path, device=info.device, dtype="bfloat16")
-    print(json.dumps(check(engine, policy)), flush=True)
+    print(json.dumps({**check(engine, policy), "compiled": compiled, "engine_start_s": round(started, 1)}), flush=True)
     engine.close()
 
 

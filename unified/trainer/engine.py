@@ -63,6 +63,7 @@ def build_engine(
     retries: int = 3,
     retry_backoff_s: float = 0.5,
     sleep_between_phases: bool | None = None,
+    compile: bool | None = None,
     allow_another: bool = False,
 ) -> Engine:
     """The process's engine. The process group must exist first (`init_distributed`).
@@ -78,7 +79,8 @@ def build_engine(
         )
     cls, extra = ENGINES[backend]
     options = dict(kv_cache_gib=kv_cache_gib, gpu_memory_utilization=gpu_memory_utilization,
-                   tensor_parallel_size=tensor_parallel_size, sleep_between_phases=sleep_between_phases)  # fmt: skip
+                   tensor_parallel_size=tensor_parallel_size, sleep_between_phases=sleep_between_phases,
+                   compile=compile)  # fmt: skip
     engine = cls(model_path, dtype=dtype, seed=seed, max_model_len=max_model_len, retries=retries,
                  retry_backoff_s=retry_backoff_s, **extra, **{k: v for k, v in options.items() if k in cls.OPTIONS})  # fmt: skip
     _CREATIONS += 1

