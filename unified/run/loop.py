@@ -211,8 +211,9 @@ def _announce(run: Components, runlog: RunLog) -> None:
     log.info("run %s: %s on model %s%s, %d problems over %d rank(s), engine %s (engine creations: %d)",
              run.out_dir, run.cfg.algorithm.adv_estimator, metrics.model_label(run.cfg), weights, len(run.all_problem_ids),
              run.dist.world_size, run.cfg.rollout.backend, engine_creations())  # fmt: skip
-    log.info("compute dtype %s (model.dtype=%s%s): policy %s, engine %s", run.dtype, run.cfg.model.dtype,
-             _dtype_reason(run), "under autocast, float32 master weights" if run.policy.autocast else "as is", run.dtype)  # fmt: skip
+    log.info("compute dtype %s (model.dtype=%s%s): policy %s, engine %s%s", run.dtype, run.cfg.model.dtype,
+             _dtype_reason(run), "under autocast, float32 master weights" if run.policy.autocast else "as is", run.dtype,
+             ", compiled (rollout.compile)" if getattr(run.engine, "compiled", False) else "")  # fmt: skip
     if run.cfg.pipeline.seed_programs == "canonical":
         log.info("pipeline.seed_programs=canonical: each problem's reference solution is added to the model's own "
                  "programs to build tasks from (the embedded tiny model writes noise); pipeline.seed_programs=none turns it off")  # fmt: skip

@@ -44,6 +44,7 @@ class Engine:
     """Backend-independent part. Subclasses implement `_generate_ids` and `_load`."""
 
     OPTIONS: tuple[str, ...] = ()  # backend-specific keyword arguments `build_engine` passes on
+    compiled = False  # whether the served model runs compiled (vLLM's torch.compile path)
 
     def __init__(self, tokenizer, max_model_len: int, retries: int, retry_backoff_s: float):
         self.tokenizer = tokenizer

@@ -146,6 +146,7 @@ class VLLMEngine(Engine):
             kwargs.update(gpu_memory_utilization=gpu_memory_utilization, enable_sleep_mode=self.sleep_mode)
         self._vllm = vllm
         self.direct_push = on_cpu  # False: every push through vLLM's reload (CUDA; benches compare)
+        self.compiled = not kwargs["enforce_eager"]
         self.last_push_path = ""
         self._shapes, self._required = _parameter_shapes(model_path)
         self.llm = vllm.LLM(**kwargs)
