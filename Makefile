@@ -30,6 +30,7 @@ bench: install
 	$(PY) bench/executor_throughput.py
 	$(PY) bench/round_time.py
 	$(PY) bench/engine_throughput.py
+	$(PY) bench/engine_profile.py
 	$(PY) bench/push_time.py
 	$(PY) bench/train_throughput.py
 	$(PY) bench/scaling.py
