@@ -74,9 +74,9 @@ class RolloutConfig:
     # rollout=vllm on CUDA, off otherwise (hf and vllm_cpu have nothing to free)
     sleep_between_phases: Optional[bool] = None
     # vLLM's torch.compile path for the served model: null = the backend's own default
-    # (compiled on CUDA, eager on CPU). On CPU `true` generates ~10-18% faster on SmolLM2
-    # for ~50 s of compiling at engine start (cached on disk after the first run; the
-    # numbers and the trade: docs/performance.md); the hf backend ignores it
+    # (compiled on CUDA, eager on CPU). On CPU `true` generates ~12-14% faster on SmolLM2
+    # for ~50 s of compiling at every engine start (vLLM's compile cache did not shorten it;
+    # the numbers and the trade: docs/performance.md); the hf backend ignores it
     compile: Optional[bool] = None
 
     def __post_init__(self):
