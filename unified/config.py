@@ -168,8 +168,18 @@ def validate(cfg: DictConfig) -> TrainConfig:
 
         if looks_local(path) and not Path(str(path)).expanduser().exists():
             raise UserError(f"model path {path!r} does not exist: give a local model directory or a Hugging Face model id (model.path=...)")
+    _check_shapes(run_cfg)
     check_writable(Path(run_cfg.output_dir))
     return run_cfg
+
+
+def _check_shapes(cfg: TrainConfig) -> None:
+    """Answer shapes need an engine that decodes in a grammar: rollout=hf refuses them."""
+    p = cfg.pipeline
+    shaped = [k for k in p.constrain if k in p.kinds or (k == "inputs" and p.needs_triples)]
+    if cfg.rollout.backend == "hf" and shaped:
+        raise UserError(f"rollout=hf cannot decode answers in a shape (pipeline.constrain={list(p.constrain)}): "
+                        "use rollout=vllm_cpu or rollout=vllm, or set pipeline.constrain=[]")  # fmt: skip
 
 
 def check_machine(cfg: TrainConfig, model_dir: str) -> None:

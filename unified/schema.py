@@ -260,6 +260,15 @@ def task_kinds_for(model_path: str | None) -> list[str]:
     return list(TTRLVR_KINDS) if model_path in (None, "", "tiny") else ["solve"]
 
 
+def constrain_for(backend: str | None) -> list[str]:
+    """`pipeline.constrain`'s default (the `${constrain_for:...}` resolver): the self-play
+    kinds' answers and phase 2's inputs in their shapes (kinds/shapes.py) where the engine can
+    decode in a grammar (vLLM's structured outputs); nothing on the hf backend, which cannot."""
+    from unified.pipeline.phases import INPUTS, TTRLVR_KINDS
+
+    return [] if backend == "hf" else [*TTRLVR_KINDS, INPUTS]
+
+
 def register() -> None:
     """Store the schema as `schema` (the first entry of configs/train.yaml's defaults) and
     the resolvers the YAML files use."""
@@ -268,3 +277,4 @@ def register() -> None:
     ConfigStore.instance().store(name="schema", node=schema_node())
     OmegaConf.register_new_resolver("seed_programs_for", seed_programs_for, replace=True)
     OmegaConf.register_new_resolver("task_kinds_for", task_kinds_for, replace=True)
+    OmegaConf.register_new_resolver("constrain_for", constrain_for, replace=True)

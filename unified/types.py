@@ -53,6 +53,9 @@ class Completion:
     logprobs: tuple[float, ...]  # behaviour log-prob of each sampled token
     finish_reason: str  # "stop" | "length" | "error"
     version: int  # weight version that generated it
+    # decoded inside an answer shape (a grammar mask): `logprobs` are of the masked
+    # distribution, which the learner does not score; it recomputes them (trainer.update)
+    constrained: bool = False
 
 
 @dataclass(frozen=True)
@@ -81,6 +84,7 @@ class Sample:
     group: int  # samples of the same prompt share a group (GRPO normalisation)
     version: int  # weight version that generated it (staleness = current - version)
     kind: str = ""  # task kind, for per-type metrics
+    constrained: bool = False  # sampled inside an answer shape: behaviour log-probs are recomputed
 
 
 # ---------------------------------------------------------------- pipeline (phases 1-4)

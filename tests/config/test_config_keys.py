@@ -54,6 +54,8 @@ VALUES = {
     "pipeline.max_tasks_per_kind_per_problem": "2", "pipeline.max_tasks": "6", "pipeline.balance_kinds": "true",
     "pipeline.induction_shown": "2", "pipeline.induction_reward": "fraction", "pipeline.solve_reward": "graded",
     "pipeline.format_penalty": "0.0", "pipeline.format_penalty_when": "always", "pipeline.max_output_chars": "500",
+    "pipeline.constrain": "[deduction]", "pipeline.mix": "[solve:0.5,deduction:0.5]", "pipeline.solve_source": "agreement",
+    "pipeline.agreement_min_votes": "3",
     "executor.backend": "ray", "executor.workers": "1", "executor.timeout_s": "1.0", "executor.memory_mb": "256",
     "executor.cpu_s": "3.0", "executor.max_output_bytes": "4096", "executor.banned_modules": "[socket,ctypes]",
     "executor.banned_calls": "[eval,exec]", "executor.ray_address": "auto", "executor.wall_s": "5.0",

@@ -48,9 +48,9 @@ class Recorder:
         self._note("push")
         return self.engine.push(weights, version, **kw)
 
-    def generate(self, prompts, sampling):
+    def generate(self, prompts, sampling, shapes=None):
         self._note("generate")
-        return self.engine.generate(prompts, sampling)
+        return self.engine.generate(prompts, sampling, shapes)
 
 
 def assert_colocated_order(events: list) -> None:

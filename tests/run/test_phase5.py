@@ -72,7 +72,7 @@ class RecordingEngine:
     def __init__(self, names):
         self.names, self.asked = names, []
 
-    def generate(self, prompts, sampling):
+    def generate(self, prompts, sampling, shapes=None):
         self.asked.append(list(prompts))
         return [[_completion(WRONG.format(self._name(p)), version=7) for _ in range(sampling.n)] for p in prompts]
 

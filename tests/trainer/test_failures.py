@@ -20,7 +20,7 @@ class _FlakyBackend(Engine):
         super().__init__(tokenizer, max_model_len=256, retries=3, retry_backoff_s=0.01)
         self.fails, self.calls, self.cleanups = fails, 0, 0
 
-    def _generate_ids(self, prompt_ids, sampling, seeds):
+    def _generate_ids(self, prompt_ids, sampling, seeds, shapes):
         self.calls += 1
         if self.calls <= self.fails:
             raise RuntimeError(f"transient failure {self.calls}")

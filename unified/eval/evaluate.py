@@ -60,8 +60,8 @@ class _Recorder:
         self.generator = generator
         self.outputs: list = []
 
-    def generate(self, prompts, sampling):
-        out = self.generator.generate(prompts, sampling)
+    def generate(self, prompts, sampling, shapes=None):
+        out = self.generator.generate(prompts, sampling, shapes)
         self.outputs = out
         return out
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import Sequence
 
+from unified.kinds import shapes
 from unified.kinds.base import BuildOptions, about_program, all_same, call_text, cases_passed, one_task_per_triple, values_equal
 from unified.sandbox.exec_types import ExecCall
 from unified.text.extract import call_args
@@ -41,6 +42,10 @@ def calls(task: Task, parsed: object) -> list[ExecCall]:
 def reward(task: Task, parsed: object, results: Sequence, opts: BuildOptions) -> float:
     passed = cases_passed(task, results)
     return float(bool(passed) and all(passed))
+
+
+def answer_shape(task: Task) -> str:
+    return shapes.call_answer(task.entry_point, len(task.cases[0].args))
 
 
 def is_trivial(task: Task, program_outputs: Sequence) -> bool:

@@ -11,7 +11,7 @@ One answer format for every kind: the answer goes inside `<answer>...</answer>`;
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable, Protocol, Sequence
+from typing import Callable, Mapping, Protocol, Sequence
 
 from unified.sandbox.exec_types import ExecCall, ExecResult
 from unified.values import to_literal, values_equal
@@ -27,7 +27,11 @@ class BuildOptions:
     shown_pairs: int = 3  # pairs an induction-like prompt shows (>= 1 held out)
     visible_passing: frozenset[str] | None = None  # program ids that pass the visible examples (None: all count)
     partial_credit: bool = False  # reward the share of held-out pairs passed, not all-or-nothing
-    solve_reward: str = "binary"  # how the solve kind grades a program on the visible examples
+    solve_reward: str = "binary"  # how the solve kind grades a program on its cases
+    solve_source: str = "visible"  # where the solve kind's expected values come from (kinds/agreement.py)
+    program_votes: Mapping[str, int] | None = None  # program id -> samples it stands for (duplicates merged)
+    samples_per_problem: int = 0  # completions phase 1 sampled per problem (the vote's total)
+    agreement_min_votes: int = 2  # the smallest cluster that is a label
 
 
 class TaskKind(Protocol):
@@ -36,7 +40,7 @@ class TaskKind(Protocol):
     NAME: str  # "deduction": Task.kind, metric keys (reward/deduction), config pipeline.kinds
     LETTER: str  # "D": its column in the console's tasks line
     # Optional (see `per_problem` / `raw_answer`): PER_PROBLEM = True builds one task per
-    # problem through `build_problem(problem, programs, opts)` instead of `build`;
+    # problem through `build_problem(problem, programs, triples, opts)` instead of `build`;
     # RAW_ANSWER = True reads the whole completion, not the text inside <answer>;
     # `readable_floor(opts)` the lowest reward a readable answer gets (default 0).
 
@@ -53,6 +57,10 @@ class TaskKind(Protocol):
 
     def reward(self, task: Task, parsed: object, results: Sequence[ExecResult], opts: BuildOptions) -> float:
         """The reward of a readable answer, given the results of `calls` (pure)."""
+
+    def answer_shape(self, task: Task) -> str | None:
+        """The grammar its answer is decoded in when the kind is constrained (`kinds.shapes`;
+        `pipeline.constrain`), or None for free text."""
 
     def is_trivial(self, task: Task, program_outputs: Sequence) -> bool:
         """Any answer would do (phase 4 drops it); `program_outputs`: all its program's outputs."""

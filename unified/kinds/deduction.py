@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Sequence
 
+from unified.kinds import shapes
 from unified.kinds.base import BuildOptions, about_program, call_text, one_task_per_triple, values_equal
 from unified.text.extract import read_literal
 from unified.values import to_literal
@@ -38,6 +39,10 @@ def calls(task: Task, parsed: object) -> list:
 
 def reward(task: Task, parsed: object, results: Sequence, opts: BuildOptions) -> float:
     return float(values_equal(parsed, task.cases[0].expected, atol=task.atol))
+
+
+def answer_shape(task: Task) -> str:
+    return shapes.literal_answer()
 
 
 def is_trivial(task: Task, program_outputs: Sequence) -> bool:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from typing import Sequence
 
+from unified.kinds import shapes
 from unified.kinds.base import ANSWER_RULE, BuildOptions, all_same, call_text, cases_passed, code_block, new_task
 from unified.sandbox.exec_types import ExecCall
 from unified.text.extract import code_key, extract_program
@@ -56,6 +57,10 @@ def reward(task: Task, parsed: object, results: Sequence, opts: BuildOptions) ->
     if not passed:
         return 0.0
     return sum(passed) / len(passed) if opts.partial_credit else float(all(passed))
+
+
+def answer_shape(task: Task) -> str:
+    return shapes.code_answer(task.entry_point, tagged=True)
 
 
 def is_trivial(task: Task, program_outputs: Sequence) -> bool:

@@ -23,11 +23,13 @@ from __future__ import annotations
 import re
 from typing import Sequence
 
+from unified.kinds import agreement, shapes
 from unified.kinds.base import BuildOptions, cases_passed, code_block, new_task
 from unified.text.extract import code_key, extract_program
 from unified.text.prompts import program_prompt, with_prompt_imports
 from unified.sandbox.exec_types import ExecCall
 from unified.types import IOTriple, Problem, Program, Rejection, Task
+from unified.values import to_literal
 
 NAME, LETTER = "solve", "S"
 PER_PROBLEM = True  # one task per problem, from `build_problem`
@@ -41,18 +43,36 @@ def readable_floor(opts: BuildOptions) -> float:
     return GRADED["error"] if opts.solve_reward == "graded" else 0.0
 
 
-def build_problem(problem: Problem, programs: Sequence[Program], opts: BuildOptions) -> tuple[list[Task], list[Rejection]]:
-    """The problem's solve task; `programs` are phase 1's for this problem (the first one
-    that passes the visible examples becomes the gold)."""
-    cases = [c for c in problem.visible if c.expected is not None]
+def build_problem(problem: Problem, programs: Sequence[Program], triples: Sequence[IOTriple],
+                  opts: BuildOptions) -> tuple[list[Task], list[Rejection]]:  # fmt: skip
+    """The problem's solve task; `programs` and `triples` are phases 1-2's for this problem.
+    Its cases come from `opts.solve_source`:
+
+        visible    the visible examples; gold: the first program that passes them
+        agreement  the largest cluster's outputs on every input (kinds/agreement.py); gold:
+                   one of its programs. No example's expected value is read.
+        both       the visible examples, plus the outputs on the other inputs of the
+                   largest cluster that passes every visible example (when one does)
+    """
     task_id = f"{problem.problem_id}#solve:{NAME}:0"
+    visible = [c for c in problem.visible if c.expected is not None] if opts.solve_source != "agreement" else []
+    passing = [p for p in programs if opts.visible_passing is None or p.program_id in opts.visible_passing]
+    cases, gold = visible, (passing[0].code if passing else "")
+    if opts.solve_source != "visible":
+        found, why = agreement.consensus(problem, programs, triples, opts.program_votes or {}, opts.samples_per_problem,
+                                         min_votes=opts.agreement_min_votes, visible=opts.solve_source == "both",
+                                         atol=problem.atol)  # fmt: skip
+        if found is None and opts.solve_source == "agreement":
+            return [], [Rejection("task", why, problem.problem_id, task_id, NAME, f"{len(programs)} programs")]
+        if found is not None and found.visible_matched == len(visible):
+            shown = {to_literal(c.args) for c in visible}
+            cases = visible + [c for c in found.cases if to_literal(c.args) not in shown]
+            gold = next(p.code for p in programs if p.program_id == found.program_id)
     if not cases:
         return [], [Rejection("task", "too_few_pairs", problem.problem_id, task_id, NAME, "no visible example with a value")]
-    passing = [p for p in programs if opts.visible_passing is None or p.program_id in opts.visible_passing]
-    code = passing[0].code if passing else ""
     # the task belongs to the problem (id "<problem>#solve:solve:0"), whichever program is its gold
-    task = new_task(NAME, 0, problem, Program(problem.problem_id, f"{problem.problem_id}#solve", code, problem.entry_point),
-                    program_prompt(problem), code_block(code) if code else "", cases)  # fmt: skip
+    task = new_task(NAME, 0, problem, Program(problem.problem_id, f"{problem.problem_id}#solve", gold, problem.entry_point),
+                    program_prompt(problem), code_block(gold) if gold else "", cases)  # fmt: skip
     return [task], []
 
 
@@ -83,6 +103,10 @@ def reward(task: Task, parsed: object, results: Sequence, opts: BuildOptions) ->
             return GRADED["pass"]
         return GRADED["error"] if any(not r.ok for r in results) else GRADED["wrong"]
     return float(all(passed))
+
+
+def answer_shape(task: Task) -> str:
+    return shapes.code_answer(task.entry_point, tagged=False)
 
 
 def is_trivial(task: Task, program_outputs: Sequence) -> bool:

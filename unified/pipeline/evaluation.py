@@ -117,3 +117,18 @@ def pass_at_1(
         else:
             scores[problem.problem_id] = float(passes_hidden(problem, results[span[0] : span[1]]))
     return scores
+
+
+def programs_pass_hidden(problems: Sequence[Problem], codes: dict[str, str], run_batch) -> dict[str, bool]:
+    """problem_id -> whether `codes[problem_id]` passes every hidden case, for the problems
+    that have hidden tests and a code (the agreement reward's label accuracy: measured, never
+    fed back)."""
+    calls, spans = [], []
+    for problem in problems:
+        code = codes.get(problem.problem_id)
+        if code and has_hidden_tests(problem):
+            batch = hidden_calls(problem, code)
+            spans.append((problem, len(calls), len(calls) + len(batch)))
+            calls.extend(batch)
+    results = run_batch(calls) if calls else []
+    return {problem.problem_id: passes_hidden(problem, results[lo:hi]) for problem, lo, hi in spans}

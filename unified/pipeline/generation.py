@@ -15,8 +15,10 @@ Prompt = Sequence[dict]  # chat messages: [{"role": "user", "content": ...}]
 
 
 class Generator(Protocol):
-    def generate(self, prompts: Sequence[str | Prompt], sampling: SamplingConfig) -> list[list[Completion]]:
-        """Per prompt, `sampling.n` completions, in prompt order."""
+    def generate(self, prompts: Sequence[str | Prompt], sampling: SamplingConfig,
+                 shapes: Sequence[str | None] | None = None) -> list[list[Completion]]:  # fmt: skip
+        """Per prompt, `sampling.n` completions, in prompt order; `shapes`: per prompt, the
+        grammar its completions are decoded in (None: free text)."""
         ...
 
 
@@ -45,10 +47,12 @@ class ScriptedGenerator:
     def __init__(self, respond: Callable[[str, SamplingConfig], Sequence[str]]):
         self.respond = respond
         self.calls: list[tuple[list[str], SamplingConfig]] = []
+        self.shapes: list[list[str | None]] = []  # per call, the shape asked for each prompt
 
-    def generate(self, prompts: Sequence[str | Prompt], sampling: SamplingConfig) -> list[list[Completion]]:
+    def generate(self, prompts: Sequence[str | Prompt], sampling: SamplingConfig, shapes=None) -> list[list[Completion]]:
         texts = [prompt_text(p) for p in prompts]
         self.calls.append((texts, sampling))
+        self.shapes.append(list(shapes) if shapes is not None else [None] * len(texts))
         out = []
         for text in texts:
             answers = list(self.respond(text, sampling)) or [""]

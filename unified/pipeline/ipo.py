@@ -17,8 +17,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Sequence
 
+from unified.kinds.shapes import input_lines
 from unified.sandbox.executor import ExecCall
-from unified.text.extract import proposed_inputs, shape_like
+from unified.text.extract import declared_arity, proposed_inputs, shape_like
 from unified.pipeline.generation import Generator, SamplingConfig, user_message
 from unified.text.prompts import display, example_lines
 from unified.values import from_literal, to_literal, values_equal
@@ -57,7 +58,11 @@ def round_trips(value) -> bool:
 
 
 def _arity(problem: Problem) -> int | None:
-    return len(problem.visible[0].args) if problem.visible else None
+    """The entry point's argument count: the visible examples', else the one its prompt's
+    `def` declares (HumanEval prompts), else unknown."""
+    if problem.visible:
+        return len(problem.visible[0].args)
+    return declared_arity(problem.prompt, problem.entry_point)
 
 
 def collect_inputs(problem: Problem, proposal_text: str, limit: int) -> tuple[list[Input], list[Rejection]]:
@@ -94,11 +99,15 @@ def collect_inputs(problem: Problem, proposal_text: str, limit: int) -> tuple[li
 
 
 def propose_inputs(
-    problems: Sequence[Problem], generator: Generator, sampling: SamplingConfig, count: int
+    problems: Sequence[Problem], generator: Generator, sampling: SamplingConfig, count: int, shaped: bool = False
 ) -> tuple[list[Input], list[Rejection]]:
+    """`count` proposals per problem, read as calls; `shaped`: decoded as `count` calls of the
+    entry point with its arity (kinds/shapes.py), where the arity is known."""
     texts = [""] * len(problems)
     if count > 0:
-        outputs = generator.generate([user_message(input_prompt(p, count)) for p in problems], sampling)
+        shapes = [input_lines(p.entry_point, _arity(p), count) if shaped and _arity(p) is not None else None
+                  for p in problems]  # fmt: skip
+        outputs = generator.generate([user_message(input_prompt(p, count)) for p in problems], sampling, shapes)
         texts = [completions[0].text if completions else "" for completions in outputs]
     inputs, rejections = [], []
     for problem, text in zip(problems, texts):

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Callable, Sequence
 
 from unified.kinds import KINDS, BuildOptions, kind_of, per_problem
+from unified.kinds.agreement import SOURCES as SOLVE_SOURCES, votes_per_program
 from unified.kinds.solve import REWARDS as SOLVE_REWARDS
 from unified.pipeline import evaluation, ipo, programs as phase1, tasks as phase3, validate
 from unified.pipeline.generation import Generator, SamplingConfig
@@ -26,6 +27,7 @@ SEED_PROGRAMS = ("none", "canonical")
 TTRLVR_KINDS = ("induction", "deduction", "abduction")  # the self-play kinds of the original design
 INDUCTION_REWARDS = ("all", "fraction")  # "fraction": partial credit, a share of the held-out pairs
 FORMAT_PENALTY_WHEN = ("always", "no_signal")  # when an unreadable answer gets `format_penalty` (see score_rollouts)
+INPUTS = "inputs"  # in `constrain`: phase 2's proposed inputs
 
 
 @dataclass(frozen=True)
@@ -42,19 +44,30 @@ class PipelineConfig:
     keep_passing_visible: bool = False  # drop programs that fail a visible example (else: no induction from them)
     induction_needs_visible: bool = True  # induction only from programs that pass the visible examples
     seed_programs: str = "none"  # "canonical": add each canonical solution as a program
-    kinds: tuple[str, ...] = TTRLVR_KINDS  # the task kinds a round builds (unified/kinds)
+    kinds: tuple[str, ...] = TTRLVR_KINDS  # the task kinds a round builds (unified/kinds); `mix` replaces it
+    # "kind:share" of phase 5's tasks, e.g. [solve:0.75,deduction:0.25] (`mix_tasks`); empty: every kept task
+    mix: tuple[str, ...] = ()
+    # where answers are decoded in their kind's shape (a grammar, kinds/shapes.py): kind names, and
+    # "inputs" for phase 2's proposals; "solve" also shapes phase 1's programs (they are its groups)
+    constrain: tuple[str, ...] = ("induction", "deduction", "abduction", INPUTS)
     max_tasks_per_kind_per_problem: int | None = 4
     max_tasks: int | None = None  # per round (per rank): a seeded, kind-balanced sample of the kept tasks (None: all)
     balance_kinds: bool = False  # keep as many tasks of each present kind as of the rarest one
     induction_shown: int = 3  # at most this many pairs shown in an induction prompt; >= 1 held out
     induction_reward: str = "all"  # "all" | "fraction" of held-out pairs
-    solve_reward: str = "binary"  # solve kind: "binary" | "fraction" of visible examples | "graded" (kinds/solve.py)
+    solve_reward: str = "binary"  # solve kind: "binary" | "fraction" of its cases | "graded" (kinds/solve.py)
+    solve_source: str = "visible"  # solve kind's expected values: "visible" examples | "agreement" | "both" (kinds/agreement.py)
+    agreement_min_votes: int = 2  # the smallest cluster of programs whose outputs are a label
     format_penalty: float = -0.5  # reward of an unreadable answer
     format_penalty_when: str = "no_signal"  # "always" | "no_signal": only in a batch where correctness alone gives no group signal
     max_output_chars: int = 1000  # longer output literals are rejected
 
     def __post_init__(self):
+        object.__setattr__(self, "mix", tuple(str(m) for m in self.mix))
+        if self.mix:
+            object.__setattr__(self, "kinds", tuple(_shares(self.mix)))
         object.__setattr__(self, "kinds", tuple(str(k) for k in self.kinds))
+        object.__setattr__(self, "constrain", tuple(str(k) for k in self.constrain))
         problems = []
         if self.seed_programs not in SEED_PROGRAMS:
             problems.append(f"seed_programs must be one of {SEED_PROGRAMS}, got {self.seed_programs!r}")
@@ -64,6 +77,14 @@ class PipelineConfig:
             problems.append(f"induction_reward must be one of {INDUCTION_REWARDS}, got {self.induction_reward!r}")
         if self.format_penalty_when not in FORMAT_PENALTY_WHEN:
             problems.append(f"format_penalty_when must be one of {FORMAT_PENALTY_WHEN}, got {self.format_penalty_when!r}")
+        if self.mix and any(v <= 0 for v in _shares(self.mix).values()):
+            problems.append(f"mix must give each kind a share > 0 (kind:share), got {list(self.mix)}")
+        if set(self.constrain) - set(KINDS) - {INPUTS}:
+            problems.append(f"constrain must be a subset of {(*KINDS, INPUTS)}, got {list(self.constrain)}")
+        if self.solve_source not in SOLVE_SOURCES:
+            problems.append(f"solve_source must be one of {SOLVE_SOURCES}, got {self.solve_source!r}")
+        if self.agreement_min_votes < 1:
+            problems.append("agreement_min_votes must be >= 1")
         if self.solve_reward not in SOLVE_REWARDS:
             problems.append(f"solve_reward must be one of {SOLVE_REWARDS}, got {self.solve_reward!r}")
         if self.num_programs < 0 or self.num_proposed_inputs < 0 or self.induction_shown < 1:
@@ -72,13 +93,37 @@ class PipelineConfig:
             raise ValueError("pipeline config: " + "; ".join(problems))
 
     @property
+    def shares(self) -> dict[str, float]:
+        """`mix` as kind -> share (empty: no mix)."""
+        return _shares(self.mix)
+
+    @property
     def partial_credit(self) -> bool:
         return self.induction_reward == "fraction"
 
     @property
     def needs_triples(self) -> bool:
-        """Some configured kind builds from IPO triples (phase 2 runs only then)."""
-        return any(not per_problem(kind_of(k)) for k in self.kinds)
+        """Some configured kind builds from IPO triples, or solve's labels come from agreement
+        (phase 2 runs only then)."""
+        agreement = "solve" in self.kinds and self.solve_source != "visible"
+        return agreement or any(not per_problem(kind_of(k)) for k in self.kinds)
+
+    def shape(self, task: Task) -> str | None:
+        """The grammar `task`'s answers are decoded in, or None (free text)."""
+        return kind_of(task.kind).answer_shape(task) if task.kind in self.constrain else None
+
+
+def _shares(mix: Sequence[str]) -> dict[str, float]:
+    """["solve:0.75", "deduction:0.25"] -> {"solve": 0.75, "deduction": 0.25}; a malformed entry
+    is a ValueError naming it."""
+    out = {}
+    for item in mix:
+        kind, _, share = str(item).partition(":")
+        try:
+            out[kind.strip()] = float(share)
+        except ValueError:
+            raise ValueError(f"pipeline config: mix entries are kind:share, e.g. solve:0.75, got {item!r}") from None
+    return out
 
 
 @dataclass(frozen=True)
@@ -134,11 +179,16 @@ def build_round_data(
         visible_passing=frozenset(passing) if cfg.induction_needs_visible else None,
         partial_credit=cfg.partial_credit,
         solve_reward=cfg.solve_reward,
+        solve_source=cfg.solve_source,
+        program_votes=votes_per_program(candidates, kept),
+        samples_per_problem=cfg.num_programs,
+        agreement_min_votes=cfg.agreement_min_votes,
     )
     candidate_tasks = _collect(rejections, phase3.build_tasks(problems, kept, triples, cfg.kinds, opts))
     lap("phase_3")
     tasks = _collect(rejections, validate.validate_tasks(candidate_tasks, triples, cfg.max_tasks_per_kind_per_problem,
                                                          cfg.balance_kinds, round_seed, cfg.partial_credit))  # fmt: skip
+    tasks = _collect(rejections, mix_tasks(tasks, cfg.shares, round_seed))
     tasks = _collect(rejections, cap_tasks(tasks, cfg.max_tasks, round_seed))
     lap("phase_4")
     return RoundData(round_index=round_index, problems=tuple(problems), pass_at_1=pass_at_1,
@@ -156,7 +206,8 @@ def _phase_1(problems, generator: Generator, executor, cfg: PipelineConfig, roun
     completions: dict = {}
     if cfg.num_programs > 0:
         sampling = program_sampling(cfg, round_seed)
-        generated, completions = _collect(rejections, phase1.generate_programs(problems, generator, sampling))
+        shaped = "solve" in cfg.constrain  # phase 1's programs are the solve kind's groups: one distribution
+        generated, completions = _collect(rejections, phase1.generate_programs(problems, generator, sampling, shaped))
         candidates += generated
     kept = _collect(rejections, phase1.deduplicate(candidates))
     passing = _collect(rejections, phase1.check_visible(kept, problems, executor.run_batch))
@@ -175,7 +226,8 @@ def _phase_2(problems, kept, generator: Generator, executor, cfg: PipelineConfig
     """Inputs (visible + proposed), every program on every input, run twice: IPO triples."""
     sampling = SamplingConfig(n=1, temperature=cfg.input_temperature, max_tokens=cfg.input_max_tokens, seed=round_seed + 1)
     with_programs = [p for p in problems if any(prog.problem_id == p.problem_id for prog in kept)]
-    inputs = _collect(rejections, ipo.propose_inputs(with_programs, generator, sampling, cfg.num_proposed_inputs))
+    inputs = _collect(rejections, ipo.propose_inputs(with_programs, generator, sampling, cfg.num_proposed_inputs,
+                                                     shaped=INPUTS in cfg.constrain))  # fmt: skip
     return _collect(rejections, ipo.execute(kept, inputs, executor.run_twice, cfg.max_output_chars))
 
 
@@ -198,6 +250,25 @@ class _Laps:
         self.timings[name], self.clock = now - self.clock, now
         if self.on_phase is not None:
             self.on_phase(name, self.timings[name])
+
+
+def mix_tasks(tasks: Sequence[Task], mix: dict[str, float], seed: int) -> tuple[list[Task], list[Rejection]]:
+    """Phase 5's tasks in the `mix`'s shares: the largest round whose every kind with tasks gets
+    its share (kinds with none this round drop out; the others keep their ratios), each kind's
+    tasks a seeded sample; the rest are rejected as `over_mix`. Empty: every task."""
+    if not mix:
+        return list(tasks), []
+    import random
+
+    rng = random.Random(seed)
+    present = {k: [t for t in tasks if t.kind == k] for k in mix if any(t.kind == k for t in tasks)}
+    if not present:
+        return list(tasks), []
+    shares = {k: mix[k] / sum(mix[j] for j in present) for k in present}
+    total = min(len(present[k]) / shares[k] for k in present)
+    keep = {t.task_id for k, mine in present.items() for t in rng.sample(mine, min(len(mine), max(1, round(shares[k] * total))))}
+    rejected = [Rejection("task", "over_mix", t.problem_id, t.task_id, t.kind, f"mix={mix}") for t in tasks if t.task_id not in keep]
+    return [t for t in tasks if t.task_id in keep], rejected
 
 
 def cap_tasks(tasks: Sequence[Task], limit: int | None, seed: int) -> tuple[list[Task], list[Rejection]]:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from typing import Sequence
 
+from unified.kinds.shapes import code_answer
 from unified.sandbox.executor import ExecCall
 from unified.pipeline.generation import Generator, SamplingConfig, user_message
 from unified.text.extract import code_key, extract_program
@@ -23,11 +24,13 @@ from unified.values import values_equal
 
 
 def generate_programs(
-    problems: Sequence[Problem], generator: Generator, sampling: SamplingConfig
+    problems: Sequence[Problem], generator: Generator, sampling: SamplingConfig, shaped: bool = False
 ) -> tuple[tuple[list[Program], dict], list[Rejection]]:
     """K completions per problem -> (programs that parse and define the entry point,
-    problem id -> all K completions as sampled), rejections."""
-    outputs = generator.generate([user_message(program_prompt(p)) for p in problems], sampling)
+    problem id -> all K completions as sampled), rejections. `shaped`: decoded in the solve
+    kind's shape (a ```python block that defines the entry point, kinds/shapes.py)."""
+    shapes = [code_answer(p.entry_point, tagged=False) for p in problems] if shaped else None
+    outputs = generator.generate([user_message(program_prompt(p)) for p in problems], sampling, shapes)
     programs, rejections = [], []
     by_problem = {problem.problem_id: tuple(group) for problem, group in zip(problems, outputs)}
     for problem, completions in zip(problems, outputs):

@@ -23,7 +23,7 @@ def build_tasks(
 ) -> tuple[list[Task], list[Rejection]]:
     """All candidate tasks of the round (phase 4 filters them), in a stable order: per
     problem first the kinds that build one task per problem, then per program the others."""
-    tasks, rejections = _per_problem_tasks(problems, programs, kind_names, opts)
+    tasks, rejections = _per_problem_tasks(problems, programs, triples, kind_names, opts)
     by_problem = {p.problem_id: p for p in problems}
     by_program: dict[str, list[IOTriple]] = {}
     for t in triples:
@@ -40,11 +40,13 @@ def build_tasks(
     return tasks, rejections
 
 
-def _per_problem_tasks(problems, programs, kind_names, opts: BuildOptions) -> tuple[list[Task], list[Rejection]]:
+def _per_problem_tasks(problems, programs, triples, kind_names, opts: BuildOptions) -> tuple[list[Task], list[Rejection]]:
     tasks, rejections = [], []
     for kind in [kind_of(name) for name in kind_names if per_problem(kind_of(name))]:
         for problem in problems:
-            made, rejected = kind.build_problem(problem, [p for p in programs if p.problem_id == problem.problem_id], opts)
+            pid = problem.problem_id
+            made, rejected = kind.build_problem(problem, [p for p in programs if p.problem_id == pid],
+                                                [t for t in triples if t.problem_id == pid], opts)  # fmt: skip
             tasks += made
             rejections += rejected
     return tasks, rejections

@@ -90,6 +90,7 @@ def run_round(run: Components, runlog: RunLog, r: int, stop: StopRequest) -> boo
     scalars.update(metrics.train_metrics(all_gather(result.train)))
     scalars["train/reused_groups"] = all_reduce_int(result.reused_groups, "sum")
     scalars.update(_pass_at_k(run, data))
+    scalars.update(_agreement(run, data))
     scalars.update(_compute_and_fit(run, scalars, r))
     scalars.update(metrics.executor_metrics(run.executor))  # executor/: this round's sandbox calls and timeouts by kind
     scalars.update(metrics.state_metrics(run.aggregator, run.engine, memory_stats()))
@@ -163,6 +164,20 @@ def _pass_at_k(run: Components, data) -> dict:
     parts = all_gather(round_pass_at_k(data, run.executor, run.cfg.pipeline.num_programs, ks))
     return {_pass_at_k_key(k): sum(v for p in parts for v in p.get(k, [])) / max(1, sum(len(p.get(k, [])) for p in parts))
             for k in ks if any(k in p for p in parts)}  # fmt: skip
+
+
+def _agreement(run: Components, data) -> dict:
+    """`agreement/*` when the solve kind's labels come from execution agreement: how many
+    problems got one, how often it passes the hidden tests (evaluation only: measured here,
+    never fed back) and how often it contradicts a visible example. Every round."""
+    pipeline = run.cfg.pipeline
+    if pipeline.solve_source == "visible" or "solve" not in pipeline.kinds:
+        return {}
+    from unified.pipeline.evaluation import programs_pass_hidden
+
+    solve = [t for t in data.candidate_tasks if t.kind == "solve"]
+    passes = programs_pass_hidden(data.problems, {t.problem_id: t.program for t in solve}, run.executor.run_batch)
+    return metrics.agreement_metrics(all_gather(metrics.agreement_counts(data.problems, solve, passes)))
 
 
 def _pass_at_k_key(k: int) -> str:

@@ -70,12 +70,51 @@ def pipeline_metrics(data) -> dict:
     return out
 
 
+def agreement_counts(problems, solve_tasks, passes_hidden: dict[str, bool]) -> dict[str, int]:
+    """One rank's counts behind `agreement/*` (`agreement_metrics`): problems, those with a
+    label (a solve task), labels whose program passes the hidden tests (of those with hidden
+    tests), and labels that contradict a visible example (of those with one)."""
+    from unified.values import to_literal, values_equal
+
+    by_id = {p.problem_id: p for p in problems}
+    out = dict(problems=len(problems), labelled=len(solve_tasks), scored=len(passes_hidden),
+               accurate=sum(passes_hidden.values()), comparable=0, contradicts=0)  # fmt: skip
+    for task in solve_tasks:
+        examples = {to_literal(c.args): c.expected for c in by_id[task.problem_id].visible if c.expected is not None}
+        shared = [(c.expected, examples[to_literal(c.args)]) for c in task.cases if to_literal(c.args) in examples]
+        if shared:
+            out["comparable"] += 1
+            out["contradicts"] += any(not values_equal(got, want, atol=task.atol) for got, want in shared)
+    return out
+
+
+def agreement_metrics(parts: Sequence[dict]) -> dict:
+    """`agreement/labelled` (share of problems with a label), `agreement/label_accuracy` (share
+    of labels whose program passes the hidden tests), `agreement/disagrees_visible` (share of
+    labels that contradict a visible example), and the counts, summed over ranks."""
+    total = {k: sum(p[k] for p in parts) for k in parts[0]}
+    out = {f"agreement/{k}": v for k, v in total.items()}
+    for name, num, den in (("labelled_share", "labelled", "problems"), ("label_accuracy", "accurate", "scored"),
+                           ("disagrees_visible", "contradicts", "comparable")):  # fmt: skip
+        if total[den]:
+            out[f"agreement/{name}"] = total[num] / total[den]
+    return out
+
+
 def rollout_metrics(rows: Sequence[Rollout]) -> dict:
+    """Per kind: mean reward, parse-failure rate, groups (one task's completions) and those
+    whose rewards differ (`tasks/signal_<kind>`); then the same over all rows."""
     out = {}
     for kind in kinds.KINDS:
-        rewards = [r.reward for r in rows if r.kind == kind]
-        if rewards:
-            out[f"reward/{kind}"] = sum(rewards) / len(rewards)
+        mine = [r for r in rows if r.kind == kind]
+        if mine:
+            out[f"reward/{kind}"] = sum(r.reward for r in mine) / len(mine)
+            out[f"reward/parse_failure_rate_{kind}"] = sum(r.parse_failure is not None for r in mine) / len(mine)
+            groups: dict = {}
+            for r in mine:
+                groups.setdefault(r.task_id, set()).add(r.reward)
+            out[f"tasks/groups_{kind}"] = len(groups)
+            out[f"tasks/signal_{kind}"] = sum(len(g) > 1 for g in groups.values())
     if rows:
         out["reward/mean"] = sum(r.reward for r in rows) / len(rows)
         out["reward/parse_failure_rate"] = sum(r.parse_failure is not None for r in rows) / len(rows)
@@ -97,7 +136,7 @@ def train_metrics(parts: Sequence[UpdateStats]) -> dict:
     first = parts[0]  # the global grad norm and the step count are the same on every rank
     out.update({"train/grad_norm": first.grad_norm, "train/steps": first.steps, "train/skipped_nonfinite": first.skipped_nonfinite})
     for key in ("samples", "used", "dropped_stale", "dropped_empty", "tokens", "groups", "groups_used",
-                "zero_variance_groups", "dropped_zero_variance"):  # fmt: skip
+                "zero_variance_groups", "dropped_zero_variance", "recomputed"):  # fmt: skip
         out[f"train/{key}"] = sum(getattr(p, key) for p in parts)
     return out
 

@@ -108,7 +108,8 @@ def train_on_tasks(
         chunk = list(tasks[c * size : (c + 1) * size])
         seed = None if sampling.seed is None else sampling.seed + 1000 * c
         with _timed(seconds, "generate"):
-            outputs = engine.generate([t.messages for t in chunk], replace(sampling, seed=seed)) if chunk else []
+            shapes = [pipeline.shape(t) for t in chunk]  # answers decoded in their kind's shape (pipeline.constrain)
+            outputs = engine.generate([t.messages for t in chunk], replace(sampling, seed=seed), shapes) if chunk else []
         with _timed(seconds, "score"):
             scores = score_rollouts(chunk, outputs, executor, pipeline) if chunk else []
         run_chunk(chunk, outputs, scores)
@@ -142,7 +143,8 @@ def _scored(chunk: Sequence[Task], outputs, scores, round_index: int) -> tuple[l
     for g, (task, group, scored) in enumerate(zip(chunk, outputs, scores)):
         for completion, (reward, failure) in zip(group, scored):
             samples.append(Sample(completion.prompt_token_ids, completion.token_ids, completion.logprobs, reward,
-                                  group=g, version=completion.version, kind=task.kind))  # fmt: skip
+                                  group=g, version=completion.version, kind=task.kind,
+                                  constrained=completion.constrained))  # fmt: skip
             rows.append(Rollout(round_index, task.task_id, task.kind, completion.text, float(reward), failure,
                                 completion.finish_reason, len(completion.token_ids), completion.version))  # fmt: skip
     return samples, rows

@@ -212,6 +212,17 @@ def _looks_like_input(line: str, entry_point: str) -> bool:
     return line.startswith(entry_point + "(") or line[0] in "([{'\"-0123456789" or line in ("True", "False", "None")
 
 
+def declared_arity(source: str, entry_point: str) -> int | None:
+    """Positional parameters of `def entry_point(...)` in `source` (a code prompt), or None
+    when it declares none that parses or takes *args."""
+    match = re.search(rf"^def {re.escape(entry_point)}\(.*?\).*?:", source, re.M | re.S)
+    tree = _parses(match.group(0) + " pass") if match else None
+    if tree is None or not tree.body or not isinstance(tree.body[0], ast.FunctionDef):
+        return None
+    args = tree.body[0].args
+    return None if args.vararg else len(args.posonlyargs) + len(args.args)
+
+
 def shape_like(args: tuple, examples: Sequence[tuple]) -> tuple:
     """Give proposed arguments the container types of the visible examples' arguments (a
     model writes lists where MBPP+ functions take tuples)."""

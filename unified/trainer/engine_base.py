@@ -45,6 +45,7 @@ class Engine:
 
     OPTIONS: tuple[str, ...] = ()  # backend-specific keyword arguments `build_engine` passes on
     compiled = False  # whether the served model runs compiled (vLLM's torch.compile path)
+    SHAPES = False  # whether the backend decodes in answer shapes (grammars)
 
     def __init__(self, tokenizer, max_model_len: int, retries: int, retry_backoff_s: float):
         self.tokenizer = tokenizer
@@ -73,17 +74,26 @@ class Engine:
         )
         return list(self.tokenizer(text, add_special_tokens=False)["input_ids"])
 
-    def generate(self, prompts: Sequence[Prompt], sampling: SamplingConfig) -> list[list[Completion]]:
+    def generate(self, prompts: Sequence[Prompt], sampling: SamplingConfig,
+                 shapes: Sequence[str | None] | None = None) -> list[list[Completion]]:  # fmt: skip
         """Per prompt, `sampling.n` completions. A prompt too long for the context gets
-        `finish_reason="error"` completions instead of failing the whole batch."""
+        `finish_reason="error"` completions instead of failing the whole batch. `shapes`:
+        per prompt, a grammar (`unified.kinds.shapes`, xgrammar EBNF) its completions are
+        decoded in, or None for free text; such completions are `constrained`."""
         if not self.healthy:
             raise RuntimeError("engine weights are invalid after a failed push; push again first")
         if self.asleep:
             raise RuntimeError("the engine is asleep (sleep mode): wake_up() before generating")
+        shapes = list(shapes) if shapes is not None else [None] * len(prompts)
+        if len(shapes) != len(prompts):
+            raise ValueError(f"{len(shapes)} shapes for {len(prompts)} prompts")
+        if any(shapes) and not self.SHAPES:
+            raise ValueError(f"the {type(self).__name__} backend cannot decode in an answer shape; "
+                             "use rollout=vllm_cpu or rollout=vllm, or set pipeline.constrain=[]")  # fmt: skip
         ids = [self.encode(p) for p in prompts]
         fits = [i for i, p in enumerate(ids) if len(p) < self.max_model_len]
         seeds = [None if sampling.seed is None else sampling.seed + i for i in fits]
-        raw = self._with_retries([ids[i] for i in fits], sampling, seeds) if fits else []
+        raw = self._with_retries([ids[i] for i in fits], sampling, seeds, [shapes[i] for i in fits]) if fits else []
         out: list[list[Completion]] = []
         by_index = dict(zip(fits, raw))
         for i, p in enumerate(ids):
@@ -91,19 +101,19 @@ class Engine:
                 err = Completion("", tuple(p), (), (), "error", self.version)
                 out.append([err] * sampling.n)
                 continue
-            out.append([self._completion(p, t, lp, fr) for t, lp, fr in by_index[i]])
+            out.append([self._completion(p, t, lp, fr, bool(shapes[i])) for t, lp, fr in by_index[i]])
         return out
 
-    def _completion(self, prompt_ids, token_ids, logprobs, finish_reason) -> Completion:
+    def _completion(self, prompt_ids, token_ids, logprobs, finish_reason, constrained: bool = False) -> Completion:
         text = self.tokenizer.decode(list(token_ids), skip_special_tokens=True)
         return Completion(
-            text, tuple(prompt_ids), tuple(token_ids), tuple(logprobs), finish_reason, self.version
+            text, tuple(prompt_ids), tuple(token_ids), tuple(logprobs), finish_reason, self.version, constrained
         )
 
-    def _with_retries(self, prompt_ids, sampling, seeds):
+    def _with_retries(self, prompt_ids, sampling, seeds, shapes):
         for attempt in range(self.retries + 1):
             try:
-                return self._generate_ids(prompt_ids, sampling, seeds)
+                return self._generate_ids(prompt_ids, sampling, seeds, shapes)
             except Exception as exc:  # noqa: BLE001 - any backend error is retried, then raised
                 self._after_error()
                 if attempt == self.retries:
@@ -112,8 +122,9 @@ class Engine:
                 log.warning("generation failed (%s); retry %d/%d in %.2fs", exc, attempt + 1, self.retries, wait)
                 time.sleep(wait)
 
-    def _generate_ids(self, prompt_ids, sampling, seeds):
-        """-> per prompt, n tuples (token_ids, logprobs, finish_reason)."""
+    def _generate_ids(self, prompt_ids, sampling, seeds, shapes):
+        """-> per prompt, n tuples (token_ids, logprobs, finish_reason); `shapes` per prompt
+        (None: free text; only backends with `SHAPES` get any)."""
         raise NotImplementedError
 
     def _after_error(self) -> None:

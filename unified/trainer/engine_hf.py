@@ -45,7 +45,7 @@ class HFEngine(Engine):
         super().__init__(tokenizer, max_model_len, retries, retry_backoff_s)
 
     @torch.no_grad()
-    def _generate_ids(self, prompt_ids, sampling, seeds):
+    def _generate_ids(self, prompt_ids, sampling, seeds, shapes):
         n = sampling.n
         rows = [p for p in prompt_ids for _ in range(n)]
         width = max(len(r) for r in rows)

@@ -114,6 +114,7 @@ def _llm_arguments(model: str, on_cpu: bool, dtype: str, seed: int, rank: int, m
 
 
 class VLLMEngine(Engine):
+    SHAPES = True  # structured outputs (xgrammar), on CPU and CUDA
     OPTIONS = ("kv_cache_gib", "gpu_memory_utilization", "tensor_parallel_size", "sleep_between_phases", "compile")
 
     def __init__(
@@ -154,7 +155,7 @@ class VLLMEngine(Engine):
         assert_world_size()
         super().__init__(self.llm.get_tokenizer(), max_model_len, retries, retry_backoff_s)
 
-    def _generate_ids(self, prompt_ids, sampling, seeds):
+    def _generate_ids(self, prompt_ids, sampling, seeds, shapes):
         # vLLM refuses n > 1 with greedy decoding; the n greedy completions are identical
         greedy = sampling.temperature <= 0
         n = 1 if greedy else sampling.n
@@ -166,8 +167,9 @@ class VLLMEngine(Engine):
                 max_tokens=max(1, min(sampling.max_tokens, self.max_model_len - len(p))),
                 seed=s,
                 logprobs=0,  # 0 extra: just the sampled token's log-prob
+                structured_outputs=None if shape is None else self._vllm.sampling_params.StructuredOutputsParams(grammar=shape),
             )
-            for p, s in zip(prompt_ids, seeds)
+            for p, s, shape in zip(prompt_ids, seeds, shapes)
         ]
         prompts = [{"prompt_token_ids": p} for p in prompt_ids]
         outputs = self.llm.generate(prompts, params, use_tqdm=False)

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import logging
 import math
+from dataclasses import replace
 from typing import Sequence
 
 import torch
@@ -57,6 +58,7 @@ def train_on_samples(
     pairs, counts = trainable(samples, cfg)
     policy, turns, record = aggregator.policy, turns or Turns(), _Record()
     policy.module.train()
+    pairs, counts["recomputed"] = recompute_constrained(pairs, policy, cfg, temperature, pad_token_id, turns)
     for _epoch in range(cfg.ppo_epochs):
         for chunk in _step_chunks(pairs, cfg.samples_per_step):  # one chunk = one optimizer step
             fresh = aggregator.filter_stale(chunk, version_of=lambda pair: pair[0].version)
@@ -93,6 +95,36 @@ def trainable(samples: Sequence[Sample], cfg: AlgorithmConfig) -> tuple[list[tup
         dropped_zero_variance=sum(not signal[s.group] for s in samples if s.token_ids) if cfg.zero_variance == "drop" else 0,
     )
     return list(zip(kept, advantages)), counts
+
+
+def recompute_constrained(pairs: list, policy: Policy, cfg: AlgorithmConfig, temperature: float, pad_token_id: int,
+                          turns: Turns) -> tuple[list, int]:  # fmt: skip
+    """Behaviour log-probs of the samples decoded in an answer shape, recomputed by the policy
+    before its first step. The engine's are of the grammar-masked distribution (vLLM masks
+    the logits before sampling), the learner scores the unmasked one: left as they are, the
+    PPO ratio would start below 1 on every forced token. Recomputed at the version that
+    sampled them (phase 5 generates each chunk at the current version, and phase 1's reused
+    groups are sampled before any step of the round), the ratio is 1 at the first step, as
+    verl's recomputed `old_log_prob` makes it. Returns the pairs and how many were recomputed."""
+    todo = [i for i, (s, _) in enumerate(pairs) if s.constrained]
+    if not all_reduce_int(len(todo), "max"):
+        return pairs, 0
+    out = list(pairs)
+    batches = _micro_batches([pairs[i] for i in todo], cfg, pad_token_id)  # as many on every rank
+    rows = iter(todo)
+    with torch.no_grad():
+        for batch, _ in batches:
+            turns.updating()
+            mb = batch.to(policy.device)
+            with policy.compute():
+                logp, _ = token_logprobs_and_entropy(policy.module, mb.input_ids, mb.attention_mask, mb.response_mask,
+                                                     temperature, with_entropy=False)  # fmt: skip
+            logp = logp.float().cpu()
+            for row in range(batch.size if batch.versions else 0):
+                i = next(rows)
+                sample, advantage = out[i]
+                out[i] = (replace(sample, logprobs=tuple(logp[row, : len(sample.token_ids)].tolist())), advantage)
+    return out, len(todo)
 
 
 def has_signal(rewards: Sequence[float]) -> bool:
