@@ -24,9 +24,11 @@ dict ::= "{" (literal ": " literal (", " literal ": " literal)*)? "}"
 set ::= "set()" | "{" literal (", " literal)* "}"
 """
 
-# the body of a code block: anything without three backticks in a row
+# after "def NAME(": the rest of the signature line, at least one indented statement (no
+# empty body), then any lines; no line holds three backticks in a row (they end the block)
 CODE_RULES = r"""
-code ::= ([^`] | "`" [^`] | "``" [^`])*
+code ::= [^\n`]* "\n    " [^ \n`] line line*
+line ::= ([^`\n] | "`" [^`\n] | "``" [^`\n])* "\n"
 """
 
 
