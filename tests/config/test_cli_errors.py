@@ -30,6 +30,8 @@ CASES = {
     "value of the wrong type": (["trainer.rounds=two"], "trainer.rounds='two' is not valid"),
     "a key added with +": (["+trainer.roundz=1"], "unknown config key 'trainer.roundz'"),
     "a schema check": (["tuning.method=qlora"], "tuning.method must be one of"),
+    "answer shapes on hf": (["model=tiny", "rollout=hf", "pipeline.constrain=[deduction]"], "rollout=hf cannot decode answers in a shape"),
+    "a malformed mix": (["pipeline.mix=[solve]"], "mix entries are kind:share"),
 }
 
 # Checked against this machine and the model after the config composes (the tiny model: fast).

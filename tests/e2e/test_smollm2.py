@@ -124,3 +124,35 @@ def test_one_real_round_trains_on_its_own_samples_of_the_benchmark_prompts(tmp_p
     start = load_file(str(smollm2.model_dir() / "model.safetensors"))
     end = e2e.final_weights(out)
     assert start.keys() == end.keys() and any(not start[k].equal(end[k]) for k in start)
+
+
+def test_a_label_free_round_with_self_play_trains_on_agreement(tmp_path):
+    """No visible example reaches a reward (`solve_source=agreement`: the label is the largest
+    cluster of the model's own programs on the phase-2 inputs) and the self-play kinds ride
+    along in their answer shapes (`pipeline.mix`): some solve group's rewards differ, the
+    constrained samples' behaviour log-probs are recomputed, and the weights move. (The
+    embedded tiny model writes no program that runs, so this is SmolLM2's.)"""
+    import pandas as pd
+
+    from tests.helpers import e2e
+
+    out = tmp_path / "run"
+    cmd = [sys.executable, str(REPO / "train_unified.py"), f"--output-dir={out}", "--rounds", "1", *SMOLLM2_ROUND,
+           "rollout.n=8", "pipeline.num_programs=8", "pipeline.solve_source=agreement", "pipeline.max_tasks=null",
+           "pipeline.mix=[solve:0.5,deduction:0.25,abduction:0.25]", "pipeline.max_tasks_per_kind_per_problem=1"]  # fmt: skip
+    proc = subprocess.run(cmd, cwd=REPO, env=e2e.env(), capture_output=True, text=True, timeout=1500)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
+    tasks = pd.read_parquet(out / "round_1" / "tasks.parquet")
+    solve = tasks[tasks["kept"] & (tasks["kind"] == "solve")]
+    assert len(solve) >= 1 and (solve["program"] != "").all()  # each label is one of the model's own programs
+    rows = e2e.rollouts(out)
+    assert set(rows["kind"]) >= {"solve", "deduction"}
+    spread = rows[rows["kind"] == "solve"].groupby("task_id")["reward"].agg(lambda r: r.max() - r.min())
+    assert (spread > 0).any(), "no solve group's answers differ from the agreement label: all advantages are zero"
+    assert rows[rows["kind"] == "deduction"]["parse_failure"].isna().all()  # decoded in its shape
+    shaped = rows[rows["kind"].isin(["deduction", "abduction"])]
+    live = shaped.groupby("task_id")["reward"].transform(lambda r: r.max() > r.min())
+    (m,) = e2e.metrics_rows(out)
+    assert m["train/steps"] > 0 and m["train/grad_norm"] > 0
+    assert m["train/recomputed"] == int(live.sum())  # every shaped sample that trained, and no other
+    assert m["agreement/labelled"] >= 1 and 0 <= m["agreement/label_accuracy"] <= 1

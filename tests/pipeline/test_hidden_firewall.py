@@ -40,7 +40,8 @@ def test_no_training_module_mentions_the_hidden_tests():
     assert not offenders, offenders
 
 
-def test_a_round_and_its_rewards_never_read_the_hidden_tests():
+@pytest.mark.parametrize("source", ["visible", "agreement", "both"])
+def test_a_round_and_its_rewards_never_read_the_hidden_tests(source):
     with build_executor(ExecutorConfig(workers=1)) as ex:
         problems = with_expected_outputs([replace(p, hidden=p.hidden[:3]) for p in load_problems("mbpp", ids=["Mbpp/2", "Mbpp/3"])],
                                          ex.run_batch)  # fmt: skip
@@ -52,8 +53,10 @@ def test_a_round_and_its_rewards_never_read_the_hidden_tests():
             return [programs[entry]] * sampling.n if entry else ["no idea"] * sampling.n
 
         cfg = PipelineConfig(kinds=TASK_KINDS, evaluate_baseline=False, num_programs=2, num_proposed_inputs=0,
-                             max_tasks=None)  # fmt: skip
+                             max_tasks=None, solve_source=source)  # fmt: skip
         data = build_round_data(sealed, ScriptedGenerator(respond), ex, cfg, round_index=1, seed=0)
         assert {t.kind for t in data.tasks} >= {"solve", "deduction"}
+        solve = [t for t in data.tasks if t.kind == "solve"]
+        assert len(solve) == 2 and all(t.cases for t in solve)  # agreement: the two identical programs are one cluster
         scores = score_rollouts(data.tasks, [[t.gold or "x", "nonsense"] for t in data.tasks], ex, cfg)
         assert len(scores) == len(data.tasks)

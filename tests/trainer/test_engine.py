@@ -267,6 +267,9 @@ def test_engine_hf_backend_has_the_same_interface(policy, monkeypatch):
         assert len(c.logprobs) == len(c.token_ids) and all(lp <= 1e-6 for lp in c.logprobs)
         assert c.finish_reason in ("stop", "length") and c.version == 0
     assert [[c.token_ids for c in g] for g in engine.generate(PROMPTS, sampling)] == [[c.token_ids for c in g] for g in out]
+    with pytest.raises(ValueError, match="cannot decode in an answer shape") as refused:  # no grammar support: one line
+        engine.generate(PROMPTS, sampling, ["root ::= \"a\"", None])
+    assert "\n" not in str(refused.value)
 
     _perturb(policy, 0.05, seed=21)
     assert engine.push(policy.named_full_weights(), 3).ok
