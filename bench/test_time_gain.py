@@ -128,6 +128,7 @@ def collect(args, ids: list[str], base: Path, overrides: list[str]) -> dict:
         "benchmark": args.benchmark, "problems": ids, "rounds": args.rounds, "model_path": _rel(args.weights),
         "pass_at_1_before": control_pass, "pass_at_1_after": after_mean, "control_pass_at_1_after": control_pass,
         "gain": stats.get("gain"), "gain_per_seed": stats.get("gain_per_seed"), "seeds": seeds,
+        "per_seed": stats.get("per_seed"),  # each seed's own flips and McNemar p against the control
         "flips_gained": stats.get("flips_gained"), "flips_lost": stats.get("flips_lost"), "mcnemar_p": stats.get("mcnemar_p"),
         "ci95": stats.get("ci95"), "sampled_pass_at_1_before": before.get("pass_at_k", {}).get("1"),
         "sampled_pass_at_1_after": sum(sampled_after) / len(sampled_after) if sampled_after else None,
@@ -161,8 +162,9 @@ def _saved_config(run: Path) -> dict:
 
 def _per_round(run: Path) -> list[dict]:
     keep = ("round", "reward/mean", "reward/solve", "train/groups", "train/groups_used", "train/steps", "train/grad_norm",
-            "losses/total", "reward/parse_failure_rate", "time/round")  # fmt: skip
-    return [{k: v for k, v in json.loads(line).items() if k in keep} for line in _lines(run / "metrics.jsonl")]
+            "losses/total", "reward/parse_failure_rate", "time/round", "train/recomputed")  # fmt: skip
+    prefixes = ("agreement/", "reward/parse_failure_rate_", "tasks/signal_", "tasks/groups_", "reward/")  # per kind, and the labels' quality
+    return [{k: v for k, v in json.loads(line).items() if k in keep or k.startswith(prefixes)} for line in _lines(run / "metrics.jsonl")]
 
 
 def _lines(path: Path) -> list[str]:

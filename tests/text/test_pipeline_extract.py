@@ -111,3 +111,14 @@ def test_truncated_fence_keeps_the_complete_functions_before_the_cut():
     assert extract_code(text, "f") == "import math\ndef f(x):\n    return math.floor(x)\n"
     assert "def f(x):" in sanitize(text, "f") and "def g" not in sanitize(text, "f")
     assert sanitize("no code at all", "f") is None
+
+
+def test_sanitize_keeps_the_last_of_two_definitions_as_running_the_program_does():
+    from unified.text.extract import sanitize
+
+    text = "```python\ndef f(x):\n    return 1\n\ndef f(x):\n    return 2\n```"
+    code = sanitize(text, "f")
+    scope: dict = {}
+    exec(compile(code, "<test>", "exec"), scope)  # trusted test text, not model output
+    assert scope["f"](0) == 2
+    assert sanitize("def g(x):\n    return x\n\ndef f(x):\n    return g(x)\n", "f").count("def ") == 2  # one of each: unchanged

@@ -13,7 +13,10 @@ are dropped, so running the program only defines things.
 `sanitize` is for scoring existing samples: EvalPlus's own sanitizer
 (`evalplus.sanitize.sanitize`: the longest span of lines that parses, then the imports and
 the definitions the entry point reaches) when the package is installed and the text is
-short enough for its quadratic search; `extract_code` otherwise.
+short enough for its quadratic search; `extract_code` otherwise, and always when the program
+defines a function twice: EvalPlus's sanitizer keeps the FIRST definition, while running
+the program (our evaluation, and EvalPlus's own when it executes a solution) keeps the
+LAST, so both scorers read a program the way it runs.
 """
 
 from __future__ import annotations
@@ -98,6 +101,9 @@ def sanitize(text: str, entry_point: str) -> str | None:
     """The program in a sample, recovered as EvalPlus's sanitizer does (see module doc), or
     None when nothing that defines `entry_point` is found."""
     text = text[:MAX_TEXT_CHARS]
+    ours = extract_code(text, entry_point)
+    if ours is not None and _defines_twice(ours):
+        return ours  # the last definition wins, as when the program runs
     if text.count("\n") < SANITIZER_MAX_LINES:
         try:
             from evalplus.sanitize import sanitize as evalplus_sanitize
@@ -111,7 +117,13 @@ def sanitize(text: str, entry_point: str) -> str | None:
             tree = _parses(code)
             if tree is not None and _defines(tree, entry_point):
                 return code.strip() + "\n"
-    return extract_code(text, entry_point)
+    return ours
+
+
+def _defines_twice(code: str) -> bool:
+    tree = _parses(code)
+    names = [n.name for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))] if tree else []
+    return len(names) != len(set(names))
 
 
 def code_key(code: str) -> str:
