@@ -42,6 +42,7 @@ def test_code_shapes_define_the_entry_point_with_a_body():
     assert accepts(shapes.code_answer("f", tagged=False), f"{FENCE}python\n{body}{FENCE}")
     assert accepts(shapes.code_answer("f", tagged=True), f"<answer>\n{FENCE}python\n{body}{FENCE}\n</answer>")
     for bad in (f"{FENCE}python\ndef f(a):\n{FENCE}",  # no body
+                f"{FENCE}python\ndef f(a):\n    # your code here\n{FENCE}",  # a comment for a body
                 f"{FENCE}python\ndef g(a):\n    return a\n{FENCE}",  # another name
                 f"Here you go:\n{FENCE}python\ndef f(a):\n    return a\n{FENCE}",  # chatter first
                 f"{FENCE}python\ndef f(a):\n    return a\n{FENCE}\nThis returns a."):  # chatter after  # fmt: skip

@@ -25,9 +25,10 @@ set ::= "set()" | "{" literal (", " literal)* "}"
 """
 
 # after "def NAME(": the rest of the signature line, at least one indented statement (no
-# empty body), then any lines; no line holds three backticks in a row (they end the block)
+# empty or comment-only body: its first line is code), then any lines; no line holds three
+# backticks in a row (they end the block)
 CODE_RULES = r"""
-code ::= [^\n`]* "\n    " [^ \n`] line line*
+code ::= [^\n`]* "\n    " [^ \n`#] line line*
 line ::= ([^`\n] | "`" [^`\n] | "``" [^`\n])* "\n"
 """
 
