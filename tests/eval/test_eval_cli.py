@@ -31,6 +31,8 @@ def test_resume_keeps_finished_rows_and_does_the_rest(tmp_path):
     assert first.returncode == 0, first.stderr[-2000:]
     results = json.loads((out / "eval_results.json").read_text())
     assert results["budget"]["max_tokens"] == 64 and "model=tiny" in results["max_tokens_from"]  # the round loop's budget
+    assert set(results["metric"]) == {"pass@1", "pass@1_evalplus"}  # each figure says what it is
+    assert set(results["per_problem_evalplus"]) == {"Mbpp/2", "Mbpp/3"} and results["evalplus_missing"] == 0
     # what a kill leaves: one finished row (marked, to see that it is not redone) and a half-written line
     kept = dict(_rows(out / "samples.jsonl")[0], solution="KEPT", passed=1.0)
     (out / "samples.jsonl").write_text(json.dumps(kept) + "\n" + '{"task_id": "Mbpp/3", "solu')

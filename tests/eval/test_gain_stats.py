@@ -38,3 +38,25 @@ def test_summary_pools_seeds():
     assert s["gain_per_seed"] == [pytest.approx(0.2), pytest.approx(-0.2)] and s["gain"] == pytest.approx(0.0)
     assert (s["flips_gained"], s["flips_lost"]) == (1, 1) and s["mcnemar_p"] == 1.0
     assert s["per_seed"][0]["flips_gained"] == 1 and s["per_seed"][1]["flips_lost"] == 1
+
+
+def test_mcnemar_is_per_seed_against_hand_computed_values():
+    from unified.eval.gain_stats import summary
+
+    ids = [f"P/{i}" for i in range(20)]
+    control = {i: 0.0 for i in ids}
+    seed0 = {i: 1.0 if n < 10 else 0.0 for n, i in enumerate(ids)}  # 10 gained, 0 lost: p = 2 * 0.5**10
+    seed1 = {i: 1.0 if n in (0, 1, 2) else 0.0 for n, i in enumerate(ids)}  # 3 gained, 0 lost: p = 2 * 0.5**3
+    out = summary(control, {0: seed0, 1: seed1})
+    assert out["mcnemar_p_per_seed"] == [2 * 0.5**10, 2 * 0.5**3]
+    assert out["per_seed"][1]["flips_gained"] == 3 and out["mcnemar_p_pooled"] == 2 * 0.5**13
+
+
+def test_a_control_outcome_that_flips_between_repeats_is_noise_not_a_gain():
+    from unified.eval.gain_stats import noisy_problems, summary
+
+    repeats = [{"A": 1.0, "B": 0.0, "C": 0.0}, {"A": 0.0, "B": 0.0, "C": 0.0}, {"A": 1.0, "B": 0.0, "C": 0.0}]
+    assert noisy_problems(repeats) == ["A"]
+    after = {"A": 1.0, "B": 1.0, "C": 0.0}
+    out = summary(repeats[1], {0: after}, noisy=noisy_problems(repeats))
+    assert out["flips_gained"] == 1 and out["gain"] == 0.5 and out["noisy_problems"] == ["A"]  # B only; A is noise

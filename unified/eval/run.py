@@ -101,6 +101,7 @@ class EvalRun:
         from tqdm import tqdm
 
         from unified.eval.evaluate import evaluate
+        from unified.pipeline.evaluation import score_samples
         from unified.sandbox.executor import ExecutorConfig
         from unified.sandbox.executors import build_executor
 
@@ -113,7 +114,9 @@ class EvalRun:
                 for start in range(0, len(todo), size):
                     batch = todo[start : start + size]
                     part = evaluate(batch, engine, executor, self.budget["max_tokens"], self.args.seed)
-                    rows = [{**sample_row(s), "passed": part.per_problem[s["task_id"]]} for s in part.samples]
+                    full = score_samples(batch, {s["task_id"]: s["solution"] for s in part.samples}, executor)
+                    rows = [{**sample_row(s), "passed": part.per_problem[s["task_id"]], "passed_evalplus": full[s["task_id"]]}
+                            for s in part.samples]  # fmt: skip
                     rows = self._with_sampled(rows, batch, engine, executor)
                     self._append(rows)
                     self._write_results(seconds=None)
@@ -182,6 +185,7 @@ class EvalRun:
         result = EvalResult(sum(scored) / len(scored) if scored else 0.0, per_problem, [], self.budget)
         extra = {} if seconds is None else {"seconds": round(seconds, 2)}
         extra.update(self._pass_at_k(chosen))
+        extra.update(_evalplus_metric([self.done[t] for t in chosen]))
         write_results_json(result, self.out / RESULTS, **self.settings, selected=len(self.problems),
                            complete=len(chosen) == len(self.problems), **extra)  # fmt: skip
         return result
@@ -197,6 +201,24 @@ class EvalRun:
         per_k = pass_at_k(counts, self.args.n, ks_up_to(self.args.n))
         return {"pass_at_k": {str(k): sum(v) / len(v) for k, v in per_k.items() if v},
                 "sampled": {"n": self.args.n, "temperature": self.args.temperature, "problems": len(counts)}}
+
+
+METRIC = {
+    "pass@1": "greedy pass@1 on the hidden tests only (MBPP+: its plus inputs; HumanEval: check's calls)",
+    "pass@1_evalplus": "EvalPlus's own pass@1 of the same samples: MBPP+ base + plus inputs (its 'plus' score), HumanEval "
+                       "check's calls, the program read by EvalPlus's sanitizer with the last definition kept",
+}  # fmt: skip
+
+
+def _evalplus_metric(rows: list[dict]) -> dict:
+    """`pass@1_evalplus` and `per_problem_evalplus` from the rows that carry it (rows written
+    before it existed are left out and counted in `evalplus_missing`), and `metric`: what each
+    figure is."""
+    have = [r for r in rows if "passed_evalplus" in r]
+    scored = [r["passed_evalplus"] for r in have if r["passed_evalplus"] is not None]
+    return {"metric": METRIC, "pass@1_evalplus": sum(scored) / len(scored) if scored else None,
+            "per_problem_evalplus": {r["task_id"]: r["passed_evalplus"] for r in have},
+            "evalplus_missing": len(rows) - len(have)}  # fmt: skip
 
 
 def read_json(path: Path) -> dict:
