@@ -35,6 +35,13 @@ CONFIGS: dict[str, list[str]] = {
     "top4_lr1e-5_n8": ["tuning=top_layers", "algorithm.lr=1e-5", "rollout.n=8"],
     "solve+induction": ["tuning=top_layers", "algorithm.lr=1e-5", "pipeline.kinds=[solve,induction]"],
     "ttrlvr": ["tuning=top_layers", "algorithm.lr=1e-5", "pipeline.kinds=[induction,deduction,abduction]"],
+    # issue 32: the self-play kinds in their answer shapes next to solve, and labels with no written test
+    "default": [],
+    "mix_selfplay": ["pipeline.mix=[solve:0.7,deduction:0.1,abduction:0.1,induction:0.1]"],
+    "mix_selfplay_shaped_solve": ["pipeline.mix=[solve:0.7,deduction:0.1,abduction:0.1,induction:0.1]",
+                                  "pipeline.constrain=[induction,deduction,abduction,inputs,solve]"],
+    "agreement": ["pipeline.solve_source=agreement"],
+    "agreement_both": ["pipeline.solve_source=both"],
 }
 
 
