@@ -66,13 +66,10 @@ def consensus(
     if not inputs:
         return None, "no_inputs"
     outputs = {(t.program_id, to_literal(t.args)): t.output for t in triples}
-    signature_of: dict[str, tuple] = {}
-    for prog in programs:
-        signature_of[prog.program_id] = tuple(_key(outputs, prog.program_id, key) for key, _ in inputs)
     counts: Counter = Counter()
     members: dict[tuple, list[str]] = {}
     for prog in programs:
-        sig = signature_of[prog.program_id]
+        sig = tuple(_key(outputs, prog.program_id, key) for key, _ in inputs)  # its behaviour on every input
         counts[sig] += max(1, int(votes.get(prog.program_id, 1)))
         members.setdefault(sig, []).append(prog.program_id)
     if not counts:
