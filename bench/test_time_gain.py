@@ -9,10 +9,14 @@ Steps (each resumes: a killed bench continues where it stopped; `--collect` only
 1. before: `python -m unified.evaluate --n 16 --temperature T` on the base model: greedy
    pass@1 per problem (the control: without updates greedy decoding cannot change) and the
    unbiased sampled pass@k; `headroom` = problems greedy fails that some sample solves.
+   Repeated (`--control-repeats`, default 3) with the threads, sampling and batch of every
+   "after": bf16 greedy depends on the batch, so a problem whose control differs between
+   repeats is noise (`noisy_problems`), left out of every figure.
 2. train: one `train_unified.py` run per seed (the default recipe plus any key=value given),
    `trainer.eval_every=0` (the bench evaluates), checkpointing every round.
 3. after: the same evaluation of each seed's last checkpoint (greedy per problem, pass@k).
-4. summary (`unified.eval.gain_stats`), and seed 0's trained weights in compact form
+4. summary (`unified.eval.gain_stats`): per seed flips and McNemar's exact p, on the
+   hidden tests (`pass_at_1_*`) and on EvalPlus's metric (`evalplus`: MBPP+ base + plus), and seed 0's trained weights in compact form
    (`unified.models.compact`, the bf16 delta of the changed tensors) at `--weights`, which
    `python -m unified.evaluate --model <model_path>` re-scores to seed 0's `pass_at_1_after`.
 
@@ -90,9 +94,10 @@ def run_all(args, ids, base: Path, overrides: list[str]) -> int:
     """Steps 1-3; seeds one after another, or all at once with --parallel (one thread each)."""
     solo = {**os.environ, "PYTHONUNBUFFERED": "1"}  # one job at a time: every core
     env = {**solo, **({"OMP_NUM_THREADS": "1"} if args.parallel else {})}
-    if not _done(base / "before"):
-        if _run(evaluate_cmd(args, ids, args.model, base / "before"), base / "before.log", solo).wait() != 0:
-            return _fail("before", base / "before.log")
+    for name in control_dirs(args):  # the control, measured like every "after": same sampling, threads, dtype
+        if not _done(base / name):
+            if _run(evaluate_cmd(args, ids, args.model, base / name), base / f"{name}.log", env).wait() != 0:
+                return _fail(name, base / f"{name}.log")
     jobs = [(s, base / f"seed{s}") for s in args.seeds]
     for batch in ([jobs] if args.parallel else [[j] for j in jobs]):
         procs = [(s, d, _run(train_cmd(args, ids, s, d / "run", overrides), d / "train.log", env)) for s, d in batch]
@@ -107,6 +112,28 @@ def run_all(args, ids, base: Path, overrides: list[str]) -> int:
     return 0
 
 
+def control_dirs(args) -> list[str]:
+    """The base model's evaluations: `before` and `--control-repeats` - 1 more (`control_2`, ...)."""
+    return ["before", *(f"control_{k}" for k in range(2, args.control_repeats + 1))]
+
+
+def metric_block(ids: list[str], controls: list[dict], afters: dict[int, dict], key: str) -> dict:
+    """One metric's statistics (`key`: the eval JSON's per-problem map): per seed against the
+    first control, leaving out the problems whose control differs between repeats."""
+    from unified.eval.gain_stats import noisy_problems, summary
+
+    reps = [{i: c.get(key, {}).get(i) for i in ids} for c in controls if c.get(key)]
+    if not reps:
+        return {}
+    noisy = noisy_problems(reps) if len(reps) > 1 else []
+    mine = {s: {i: a.get(key, {}).get(i) for i in ids} for s, a in afters.items() if a.get(key)}
+    scored = [i for i in ids if reps[0].get(i) is not None]
+    per_rep = [sum(bool(r.get(i)) for i in scored) / len(scored) for r in reps] if scored else []
+    stats = summary(reps[0], mine, noisy) if mine else {"noisy_problems": sorted(noisy)}
+    return {"control_pass_at_1": per_rep[0] if per_rep else None, "control_pass_at_1_repeats": per_rep,
+            "control_repeats": len(reps), **stats}  # fmt: skip
+
+
 def _fail(what: str, log: Path) -> int:
     print(f"{what} failed: see {log}", file=sys.stderr)
     return 1
@@ -115,7 +142,9 @@ def _fail(what: str, log: Path) -> int:
 def collect(args, ids: list[str], base: Path, overrides: list[str]) -> dict:
     from unified.eval.gain_stats import summary
 
-    before = _json(base / "before" / "eval_results.json")
+    controls = [_json(base / name / "eval_results.json") for name in control_dirs(args)]
+    controls = [c for c in controls if c.get("complete")] or controls[:1]
+    before = controls[0]
     control = {i: before.get("per_problem", {}).get(i) for i in ids}
     rows = {r["task_id"]: r for r in _rows(base / "before" / "samples.jsonl")}
     headroom = sorted(i for i in ids if control.get(i) == 0 and (rows.get(i, {}).get("correct") or 0) > 0)
@@ -129,7 +158,10 @@ def collect(args, ids: list[str], base: Path, overrides: list[str]) -> dict:
                       "sampled_pass_at_1_after": after.get("pass_at_k", {}).get("1"), "pass_at_k_after": after.get("pass_at_k", {}),
                       "metrics_per_round": _per_round(base / f"seed{s}" / "run")})  # fmt: skip
     control_pass = before.get("pass@1", before.get("pass_at_1"))
-    stats = summary(control, afters) if afters else {}
+    after_json = {s: _json(base / f"seed{s}" / "after" / "eval_results.json") for s in afters}
+    hidden = metric_block(ids, controls, after_json, "per_problem")
+    noisy = hidden.get("noisy_problems", [])
+    stats = summary(control, afters, noisy) if afters else {}
     after_mean = sum(x["pass_at_1_after"] for x in seeds) / len(seeds) if seeds else None
     sampled_after = [x["sampled_pass_at_1_after"] for x in seeds if x["sampled_pass_at_1_after"] is not None]
     return {
@@ -142,6 +174,13 @@ def collect(args, ids: list[str], base: Path, overrides: list[str]) -> dict:
         "sampled_pass_at_1_after": sum(sampled_after) / len(sampled_after) if sampled_after else None,
         "pass_at_k_before": before.get("pass_at_k", {}), "headroom": len(headroom), "headroom_problems": headroom,
         "per_problem_before": control, "complete": len(seeds) == len(args.seeds),
+        # the control repeated (issue: greedy in bf16 depends on the batch); problems whose control differs between
+        # repeats are noise, left out of every figure above and listed here
+        "noisy_problems": noisy, "control_repeats": hidden.get("control_repeats", 1),
+        "control_pass_at_1_repeats": hidden.get("control_pass_at_1_repeats", []),
+        "metric": {"pass_at_1_*": "hidden tests only (MBPP+: plus inputs; HumanEval: check's calls)",
+                   "evalplus": "EvalPlus's pass@1 of the same greedy samples (MBPP+: base + plus inputs)"},
+        "evalplus": metric_block(ids, controls, after_json, "per_problem_evalplus"),
         "settings": {"model": args.model, "split": args.split, "offset": args.offset, "split_seed": SPLIT_SEED,
                      "sampling": {"n": args.n, "temperature": args.temperature}, "overrides": overrides,
                      "train_config": _saved_config(base / f"seed{args.seeds[0]}" / "run"),
@@ -210,6 +249,8 @@ def main() -> int:
     p.add_argument("--n", type=int, default=16, help="samples per problem for pass@k before and after")
     p.add_argument("--temperature", type=float, default=1.0, help="their temperature")
     p.add_argument("--parallel", action="store_true", help="train all seeds at once (one thread each)")
+    p.add_argument("--control-repeats", type=int, default=3,
+                   help="evaluations of the base model; problems whose greedy outcome differs between them are noise")
     p.add_argument("--collect", action="store_true", help="only rebuild the JSON from the run folders")
     p.add_argument("--runs-dir", default=str(REPO / "logs" / "bench" / "test_time_gain"))
     p.add_argument("--output", default=None, help="default logs/bench/test_time_gain[_humaneval].json")

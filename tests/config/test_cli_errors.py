@@ -32,6 +32,8 @@ CASES = {
     "a schema check": (["tuning.method=qlora"], "tuning.method must be one of"),
     "answer shapes on hf": (["model=tiny", "rollout=hf", "pipeline.constrain=[deduction]"], "rollout=hf cannot decode answers in a shape"),
     "a malformed mix": (["pipeline.mix=[solve]"], "mix entries are kind:share"),
+    "a visible filter under agreement": (["pipeline.solve_source=agreement", "pipeline.keep_passing_visible=true"],
+                                         "keep_passing_visible=true drops the programs that fail one"),
 }
 
 # Checked against this machine and the model after the config composes (the tiny model: fast).

@@ -58,6 +58,18 @@ def test_errors_are_behaviour_and_only_returned_values_become_cases():
     assert [c.args for c in found.cases] == [(1,), (5,)]  # no label where the winners raised
 
 
+def test_programs_that_raise_on_every_input_abstain():
+    programs, triples = _runs({"a": {}, "b": {}, "c": {}, "d": DOUBLE, "e": DOUBLE})  # a-c raise everywhere
+    found, why = consensus(PROBLEM, programs, triples, {}, total=5)
+    assert why is None and found.program_id == "P/1#d" and found.votes == 2 and found.clusters == 1
+    assert found.total == 5  # the abstainers still count in the total
+    assert consensus(PROBLEM, programs, triples, {}, total=5, abstain=False) == (None, "all_errors")  # the old vote
+    programs, triples = _runs({"a": {}, "b": {}, "c": DOUBLE})
+    assert consensus(PROBLEM, programs, triples, {}, total=3) == (None, "too_few_votes")  # one runnable program
+    programs, _ = _runs({"a": {}, "b": {}})
+    assert consensus(PROBLEM, programs, triples, {}, total=2) == (None, "all_errors")  # nobody returned a value
+
+
 def test_winners_with_no_value_or_only_none_give_no_label():
     programs, triples = _runs({"a": {a: None for a in INPUTS}, "b": {a: None for a in INPUTS}, "c": DOUBLE})
     assert consensus(PROBLEM, programs, triples, {}, total=3) == (None, "returns_none")
@@ -80,7 +92,8 @@ def test_votes_per_program_counts_ast_duplicates():
 
 def _solve_task(source: str, behaviour: dict, visible_passing=None):
     programs, triples = _runs(behaviour)
-    opts = BuildOptions(solve_source=source, samples_per_problem=len(programs), visible_passing=visible_passing)
+    opts = BuildOptions(solve_source=source, samples_per_problem=len(programs), visible_passing=visible_passing,
+                        agreement_min_votes=2)
     return solve.build_problem(PROBLEM, programs, triples, opts)
 
 

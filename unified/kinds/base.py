@@ -31,7 +31,7 @@ class BuildOptions:
     solve_source: str = "visible"  # where the solve kind's expected values come from (kinds/agreement.py)
     program_votes: Mapping[str, int] | None = None  # program id -> samples it stands for (duplicates merged)
     samples_per_problem: int = 0  # completions phase 1 sampled per problem (the vote's total)
-    agreement_min_votes: int = 2  # the smallest cluster that is a label
+    agreement_min_votes: int = 3  # the smallest cluster that is a label
 
 
 class TaskKind(Protocol):

@@ -57,7 +57,7 @@ class PipelineConfig:
     induction_reward: str = "all"  # "all" | "fraction" of held-out pairs
     solve_reward: str = "binary"  # solve kind: "binary" | "fraction" of its cases | "graded" (kinds/solve.py)
     solve_source: str = "visible"  # solve kind's expected values: "visible" examples | "agreement" | "both" (kinds/agreement.py)
-    agreement_min_votes: int = 2  # the smallest cluster of programs whose outputs are a label
+    agreement_min_votes: int = 3  # the smallest cluster of programs whose outputs are a label (tuned: bench/agreement_labels.py)
     format_penalty: float = -0.5  # reward of an unreadable answer
     format_penalty_when: str = "no_signal"  # "always" | "no_signal": only in a batch where correctness alone gives no group signal
     max_output_chars: int = 1000  # longer output literals are rejected
@@ -85,6 +85,9 @@ class PipelineConfig:
             problems.append(f"solve_source must be one of {SOLVE_SOURCES}, got {self.solve_source!r}")
         if self.agreement_min_votes < 1:
             problems.append("agreement_min_votes must be >= 1")
+        if self.solve_source == "agreement" and self.keep_passing_visible:
+            problems.append("solve_source=agreement reads no visible example, but keep_passing_visible=true drops the "
+                            "programs that fail one (a label by the back door): set keep_passing_visible=false")
         if self.solve_reward not in SOLVE_REWARDS:
             problems.append(f"solve_reward must be one of {SOLVE_REWARDS}, got {self.solve_reward!r}")
         if self.num_programs < 0 or self.num_proposed_inputs < 0 or self.induction_shown < 1:
