@@ -9,8 +9,9 @@ Steps (each resumes: a killed bench continues where it stopped; `--collect` only
 1. before: `python -m unified.evaluate --n 16 --temperature T` on the base model: greedy
    pass@1 per problem (the control: without updates greedy decoding cannot change) and the
    unbiased sampled pass@k; `headroom` = problems greedy fails that some sample solves.
-   Repeated (`--control-repeats`, default 3) with the threads, sampling and batch of every
-   "after": bf16 greedy depends on the batch, so a problem whose control differs between
+   Repeated greedily (`--control-repeats`, default 3: `before` and `control_2`, ...) with the
+   threads and greedy batches of every "after" (greedy requests are batched apart from the
+   samples): bf16 greedy depends on the batch, so a problem whose control differs between
    repeats is noise (`noisy_problems`), left out of every figure.
 2. train: one `train_unified.py` run per seed (the default recipe plus any key=value given),
    `trainer.eval_every=0` (the bench evaluates), checkpointing every round.
@@ -66,10 +67,11 @@ def _run(cmd: list[str], log: Path, env: dict) -> subprocess.Popen:
     return subprocess.Popen(cmd, cwd=REPO, env=env, stdout=open(log, "a"), stderr=subprocess.STDOUT)
 
 
-def evaluate_cmd(args, ids: list[str], model: str, out: Path) -> list[str]:
+def evaluate_cmd(args, ids: list[str], model: str, out: Path, n: int | None = None) -> list[str]:
     pids = [a for i in ids for a in ("--problem-id", i)]
     return [sys.executable, "-m", "unified.evaluate", "--benchmark", args.benchmark, "--model", model, *pids,
-            "--n", str(args.n), "--temperature", str(args.temperature), "--output", str(out), "--resume"]  # fmt: skip
+            "--n", str(args.n if n is None else n), "--temperature", str(args.temperature), "--output", str(out),
+            "--resume"]  # fmt: skip
 
 
 def train_cmd(args, ids: list[str], seed: int, out: Path, overrides: list[str]) -> list[str]:
@@ -94,9 +96,10 @@ def run_all(args, ids, base: Path, overrides: list[str]) -> int:
     """Steps 1-3; seeds one after another, or all at once with --parallel (one thread each)."""
     solo = {**os.environ, "PYTHONUNBUFFERED": "1"}  # one job at a time: every core
     env = {**solo, **({"OMP_NUM_THREADS": "1"} if args.parallel else {})}
-    for name in control_dirs(args):  # the control, measured like every "after": same sampling, threads, dtype
+    for name in control_dirs(args):  # the control, measured like every "after": same threads, dtype, greedy batches
+        n = None if name == "before" else 1  # greedy requests are batched apart from the samples: repeats need none
         if not _done(base / name):
-            if _run(evaluate_cmd(args, ids, args.model, base / name), base / f"{name}.log", env).wait() != 0:
+            if _run(evaluate_cmd(args, ids, args.model, base / name, n), base / f"{name}.log", env).wait() != 0:
                 return _fail(name, base / f"{name}.log")
     jobs = [(s, base / f"seed{s}") for s in args.seeds]
     for batch in ([jobs] if args.parallel else [[j] for j in jobs]):

@@ -4,7 +4,7 @@ import logging
 
 from unified.sandbox import notice
 
-FULL = {"root_user": True, "pidns_per_call": True, "tmpfs_per_call": True, "seccomp": True}
+FULL = {"root_user": True, "pidns_per_call": True, "tmpfs_per_call": True, "runtime_copy": True, "seccomp": True}
 ALL_LIMITS = {"memory": True, "pids": True, "cpu": True}
 
 

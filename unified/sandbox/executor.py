@@ -74,6 +74,7 @@ from unified.sandbox.exec_types import STATUSES, ExecCall, ExecResult, Stats
 from unified.sandbox.notice import say_what_is_missing
 from unified.sandbox.precheck import Precheck
 from unified.sandbox.reply import parse_reply
+from unified.sandbox.runtime import runtime_dir
 
 __all__ = ["STATUSES", "ExecCall", "ExecResult", "Executor", "ExecutorConfig", "Precheck", "Stats",
            "result_from_reply"]  # fmt: skip
@@ -95,13 +96,14 @@ def result_from_reply(reply, max_output_bytes: int = ExecutorConfig.max_output_b
 class _Worker:
     """The parent's handle on one worker process (see sandbox.jail, sandbox.worker)."""
 
-    def __init__(self, index: int, config: ExecutorConfig, init: bytes, cgroup: WorkerCgroup | None = None):
+    def __init__(self, index: int, config: ExecutorConfig, init: bytes, cgroup: WorkerCgroup | None = None,
+                 runtime: str = ""):
         self.index, self.config, self.cgroup = index, config, cgroup
         self.root = tempfile.mkdtemp(prefix="unified-sandbox-")
         os.chmod(self.root, 0o711)
         spec = json.dumps(cgroup.spec() if cgroup else {})
         self.proc = subprocess.Popen(
-            [sys.executable, "-I", "-S", _JAIL, self.root, "32", spec], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+            [sys.executable, "-I", "-S", _JAIL, self.root, "32", spec, runtime], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
             env=_WORKER_ENV, cwd="/", close_fds=True, start_new_session=True,  # no terminal SIGINT
         )  # fmt: skip
         self.fd_in, self.fd_out = self.proc.stdout.fileno(), self.proc.stdin.fileno()
@@ -154,6 +156,7 @@ class Executor:
         self._stats = Stats()
         self._lock = threading.Lock()
         self._cgroups = CgroupPool() if os.geteuid() == 0 else None
+        self._runtime = str(runtime_dir() or "")  # the interpreter's files, the pool's own copy (once per process)
         self._workers = [self._new_worker(i) for i in range(config.workers)]
         try:
             for w in self._workers:
@@ -173,7 +176,8 @@ class Executor:
                 "cpu": bool(iso.get("tree_cpu"))}  # fmt: skip
 
     def _new_worker(self, index: int) -> _Worker:
-        return _Worker(index, self.config, self._init, self._cgroups.worker(index) if self._cgroups else None)
+        return _Worker(index, self.config, self._init, self._cgroups.worker(index) if self._cgroups else None,
+                       self._runtime)
 
     @property
     def isolation(self) -> dict:

@@ -1,6 +1,6 @@
 """Stage 1 of a sandbox worker: build the jail, then exec a clean interpreter inside it.
 
-The executor starts this file as `python -I -S sandbox_jail.py ROOT MAX_FILE_MB [CGROUP]`.
+The executor starts this file as `python -I -S sandbox_jail.py ROOT MAX_FILE_MB [CGROUP [RUNTIME]]`.
 When root, it unshares network (no interfaces), IPC, UTS, mount and PID namespaces, forks
 (the child, the future zygote, is PID 1 of the new PID namespace), joins the worker's
 cgroup (CGROUP: JSON from `sandbox.cgroups`) and leaves the OOM killer's reach where it
@@ -9,13 +9,18 @@ may (oom_score_adj -1000 needs CAP_SYS_RESOURCE; its calls start at 1000), opens
 `sandbox.world`), builds a new root file system on a tmpfs at ROOT and pivots into it.
 The new root holds only:
 
-- the Python runtime, read-only: `sys.base_prefix` (interpreter, libpython, standard
-  library; its site-packages masked by an empty directory) and the shared-library
-  directories (/lib, /lib64, /usr/lib, /usr/lib64);
+- the Python runtime, read-only: RUNTIME, the pool's copy of the interpreter, libpython,
+  the standard library and the shared libraries they load, in memory (`sandbox.runtime`:
+  no page, lock or watch shared with a host file or another pool); without one, the host's
+  `sys.base_prefix` (its site-packages masked by an empty directory) and shared-library
+  directories (/lib, /lib64, /usr/lib, /usr/lib64) bound read-only;
 - /dev/null, /dev/zero, /dev/urandom, /dev/random;
 - /tmp: a size-limited tmpfs owned by the sandbox user, the only writable place (each
-  call gets a fresh tmpfs mounted over it: `sandbox.world`), and /.spent, root's alone,
-  where a finished call's tmpfs is moved to be unmounted.
+  call gets a fresh tmpfs mounted over it: `sandbox.world`), and /.spent/tmp, where a
+  finished call's tmpfs is moved to be unmounted: /.spent is root's alone (0700), so no
+  call can walk to it (a tmpfs moved onto /.spent itself would answer lookups of /.spent
+  with its own root, which belongs to the call's uid: the next call read the last one's
+  files until the unmount).
 
 Not the project, not /root, not the data files, not /proc, /etc, /run or /var, and so
 no host Unix socket (abstract ones belong to the network namespace). Then it sets
@@ -46,7 +51,7 @@ SYS_PIVOT_ROOT = {"x86_64": 155, "aarch64": 41, "ppc64le": 203, "s390x": 217}.ge
 SANDBOX_UID_BASE = 200_000  # the call's uid = base + this jail's host pid: unique while it lives
 RUNTIME_DIRS = ("/lib", "/lib64", "/lib32", "/usr/lib", "/usr/lib64", "/usr/lib32")
 DEVICES = ("null", "zero", "urandom", "random")
-SPENT = "/.spent"
+SPENT = "/.spent/tmp"  # below a root-only directory: no call can look a spent /tmp up, even while it waits
 BOOT = """import marshal, os
 def read(n):
     data = b""
@@ -74,11 +79,18 @@ def _bind_readonly(source: str, target: str, device: bool = False) -> bool:
     return _mount(source, target, None, MS_BIND | MS_REC) and _mount(None, target, None, flags)
 
 
-def build_root(new_root: str, uid: int, max_file_mb: int) -> bool:
-    """Mount the runtime-only tree at `new_root` and pivot into it (see module doc)."""
+def build_root(new_root: str, uid: int, max_file_mb: int, copy: str = "") -> bool:
+    """Mount the runtime-only tree at `new_root` and pivot into it (see module doc); the
+    runtime from `copy` (the pool's copy in memory, `sandbox.runtime`) when given."""
     if not _mount("tmpfs", new_root, "tmpfs", MS_NOSUID | MS_NODEV, "size=1m,mode=0755"):
         return False
     inside = lambda path: new_root + path  # noqa: E731
+    if copy:  # its top directories (/root, /lib, /usr, ...) over the new root, read-only
+        for name in sorted(os.listdir(copy)):
+            os.makedirs(inside("/" + name), exist_ok=True)
+            if not _bind_readonly(os.path.join(copy, name), inside("/" + name)):
+                return False
+        return _finish(new_root, inside, uid, max_file_mb)
     runtime = [sys.base_prefix] + [d for d in RUNTIME_DIRS if os.path.lexists(d)]
     for path in dict.fromkeys(runtime):
         if os.path.islink(path):  # merged /usr: /lib -> usr/lib
@@ -92,13 +104,19 @@ def build_root(new_root: str, uid: int, max_file_mb: int) -> bool:
     site = inside(os.path.join(sys.base_prefix, "lib", ver, "site-packages"))
     if os.path.isdir(site) and not _mount("tmpfs", site, "tmpfs", MS_RDONLY | MS_NOSUID | MS_NODEV, "size=4k"):
         return False
+    return _finish(new_root, inside, uid, max_file_mb)
+
+
+def _finish(new_root: str, inside, uid: int, max_file_mb: int) -> bool:
+    """Devices, /tmp and /.spent, then the pivot."""
     os.makedirs(inside("/dev"))
     for name in DEVICES:
         open(inside("/dev/" + name), "w").close()
         if not _bind_readonly("/dev/" + name, inside("/dev/" + name), device=True):
             return False
     os.makedirs(inside("/tmp"))
-    os.makedirs(inside(SPENT), mode=0o700)  # where a finished call's /tmp waits to be unmounted (sandbox.world)
+    os.makedirs(inside(os.path.dirname(SPENT)), mode=0o700)  # root's alone: the mount point below it is out of reach
+    os.makedirs(inside(SPENT))  # where a finished call's /tmp waits to be unmounted (sandbox.world)
     opts = f"size={max_file_mb}m,nr_inodes=4096,mode=0700,uid={uid},gid={uid}"
     if not _mount("tmpfs", inside("/tmp"), "tmpfs", MS_NOSUID | MS_NODEV, opts):
         return False
@@ -111,13 +129,13 @@ def build_root(new_root: str, uid: int, max_file_mb: int) -> bool:
     return ok and _mount(None, "/", None, MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV, "size=1m,mode=0755")
 
 
-def isolate(root: str, uid: int, max_file_mb: int, cgroup: dict) -> tuple[dict, int, dict]:
+def isolate(root: str, uid: int, max_file_mb: int, cgroup: dict, copy: str = "") -> tuple[dict, int, dict]:
     """Namespaces, the worker's cgroup and the new root; forks once (the caller goes on as
     PID 1 of the new namespace). Also returns an inheritable descriptor of /proc/self/statm,
     opened before the pivot hides /proc: after the exec it reads the worker's own memory
     size; and the descriptors the zygote keeps (see module doc)."""
     iso = {"root_user": os.geteuid() == 0, "netns": False, "mountns": False, "pidns": False, "pivot": False,
-           "cgroup": False}  # fmt: skip
+           "cgroup": False, "runtime_copy": False}  # fmt: skip
     if not iso["root_user"]:
         return iso, _statm(), {}
     iso["netns"] = _libc.unshare(CLONE_NEWNET) == 0
@@ -134,7 +152,8 @@ def isolate(root: str, uid: int, max_file_mb: int, cgroup: dict) -> tuple[dict, 
     fds = _keep(cgroup if iso["cgroup"] else {}, iso["pidns"])
     statm = _statm()
     if iso["mountns"]:
-        iso["pivot"] = build_root(root, uid, max_file_mb)
+        iso["pivot"] = build_root(root, uid, max_file_mb, copy)
+        iso["runtime_copy"] = iso["pivot"] and bool(copy)
     return iso, statm, fds
 
 
@@ -181,8 +200,9 @@ def _statm() -> int:
 def main() -> None:
     root, max_file_mb = sys.argv[1], int(sys.argv[2])
     cgroup = json.loads(sys.argv[3]) if len(sys.argv) > 3 else {}
+    copy = sys.argv[4] if len(sys.argv) > 4 else ""
     uid = SANDBOX_UID_BASE + os.getpid()
-    iso, statm, fds = isolate(root, uid, max_file_mb, cgroup)
+    iso, statm, fds = isolate(root, uid, max_file_mb, cgroup, copy)
     iso["no_new_privs"] = _libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) == 0
     tmp = "/tmp" if iso["pivot"] else root
     report = " ".join(f"{k}={int(v)}" for k, v in iso.items())

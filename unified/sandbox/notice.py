@@ -13,6 +13,8 @@ _said: set[str] = set()
 _LAYERS = {  # isolation key -> what is missing without it
     "pidns_per_call": "a PID namespace per call (pids carry over between calls)",
     "tmpfs_per_call": "a fresh /tmp per call (emptied by a recursive delete instead)",
+    "runtime_copy": "the pool's own runtime copy (the host's runtime files, and their page cache, are shared; "
+                    "the seccomp filter still refuses the page-cache hints, locks and watches)",
     "seccomp": "the seccomp filter (no libseccomp: keyrings and SysV IPC carry values between calls; "
                "user namespaces, ptrace, bpf stay reachable)",
 }

@@ -19,6 +19,16 @@ the kernel refuses them to the call anyway. Denied with EPERM (no test program n
 - other processes and the kernel's wider surface: ptrace, process_vm_readv/writev,
   pidfd_getfd, kcmp, bpf, perf_event_open, userfaultfd, io_uring_*, modules, kexec, reboot,
   swapon/off, acct, quotactl, syslog, personality, file handles;
+- what reads or writes shared state beside the files themselves (the runtime is the pool's
+  own copy, `sandbox.runtime`; these are the second wall): page-cache residency and its
+  hints (fadvise64, readahead, mincore, cachestat, preadv2/pwritev2 with RWF_NOWAIT: one
+  call evicts or fills a page, a later one asks "cached?" without a clock), file locks
+  (flock, and fcntl's F_GETLK/F_SETLK/F_SETLKW and their OFD forms: a lock held on a
+  shared runtime file is a bit other calls can test) and file-system watches
+  (inotify_init*, fanotify_init: they see other processes open the runtime);
+- sockets of any family but AF_UNIX: the network namespace has no interface, but netlink
+  reply buffers are not charged to the call's memory cgroup (~320 MiB held under a 64 MiB
+  limit) and AF_VSOCK reaches the VM's host;
 - setsid when `deny_setsid` (a PID namespace per call: the harness needs no session of
   its own, and a new session is a new scheduler autogroup, out of reach of the zygote's
   priority).
@@ -44,6 +54,10 @@ DENIED = (
     "mq_timedreceive", "mq_notify", "mq_getsetattr",
 )  # fmt: skip
 CLONE_NEWUSER = 0x10000000
+SHARED_STATE = ("fadvise64", "readahead", "mincore", "flock", "inotify_init", "inotify_init1", "fanotify_init")
+CACHESTAT = 451  # Linux 6.5, the same number on every architecture; older libseccomp may not know its name
+AF_UNIX, RWF_NOWAIT = 1, 0x8
+FCNTL_LOCKS = (5, 6, 7, 36, 37, 38)  # F_GETLK, F_SETLK, F_SETLKW, F_OFD_GETLK, F_OFD_SETLK, F_OFD_SETLKW
 
 
 def bpf(deny_setsid: bool = False) -> bytes | None:
@@ -54,11 +68,19 @@ def bpf(deny_setsid: bool = False) -> bytes | None:
         return None
     denied = seccomp.ERRNO(errno.EPERM)
     flt = seccomp.SyscallFilter(seccomp.ALLOW)
-    for name in DENIED + (("setsid",) if deny_setsid else ()):
-        try:
-            flt.add_rule(denied, name)
-        except (OSError, RuntimeError, ValueError):  # not a system call on this architecture
-            pass
+    try:  # a binary tree over the syscall number instead of a linear chain: every call of every program pays it
+        flt.set_attr(seccomp.Attr.CTL_OPTIMIZE, 2)
+    except (OSError, RuntimeError, ValueError, AttributeError):  # libseccomp < 2.5
+        pass
+    for name in DENIED + SHARED_STATE + (("setsid",) if deny_setsid else ()):
+        _rule(flt, denied, name)
+    if not _rule(flt, denied, "cachestat"):
+        _rule(flt, denied, CACHESTAT)
+    _rule(flt, denied, "socket", seccomp.Arg(0, seccomp.NE, AF_UNIX))
+    for name in ("preadv2", "pwritev2"):  # flags: the sixth argument
+        _rule(flt, denied, name, seccomp.Arg(5, seccomp.MASKED_EQ, RWF_NOWAIT, RWF_NOWAIT))
+    for cmd in FCNTL_LOCKS:
+        _rule(flt, denied, "fcntl", seccomp.Arg(1, seccomp.EQ, cmd))
     flt.add_rule(seccomp.ERRNO(errno.ENOSYS), "clone3")
     for name in ("unshare", "clone"):  # flags: the first argument of both (x86_64, aarch64)
         flt.add_rule(denied, name, seccomp.Arg(0, seccomp.MASKED_EQ, CLONE_NEWUSER, CLONE_NEWUSER))
@@ -66,3 +88,13 @@ def bpf(deny_setsid: bool = False) -> bytes | None:
         flt.export_bpf(fh)
         fh.seek(0)
         return fh.read()
+
+
+def _rule(flt, action, syscall, *args) -> bool:
+    """Add one rule; False when the call does not exist on this architecture."""
+    try:
+        flt.add_rule(action, syscall, *args)
+        return True
+    except (OSError, RuntimeError, ValueError):
+        return False
+

@@ -11,7 +11,7 @@ This source is executed by the worker (`sandbox.worker`) into a namespace of its
    unmounted after the call: nothing survives, however deep or odd the tree (a recursive
    delete gave up on deep ones), not even the tmpfs's inode numbering. An unmount waits
    for an RCU grace period (~50-90 us asleep), so `leave` only moves the finished call's
-   tmpfs to /.spent (root's alone; a move waits for nothing) and `forked` unmounts it
+   tmpfs to /.spent/tmp (below a root-only directory: no call can reach it; a move waits for nothing) and `forked` unmounts it
    while the next call runs;
 3. the child starts as the OOM killer's first choice (oom_score_adj 1000, raised on the
    zygote just for the fork: raising needs no privilege), the zygote goes back to its own
@@ -28,7 +28,7 @@ import os
 
 CLONE_NEWPID = 0x20000000
 MS_NOSUID, MS_NODEV, MS_MOVE, MNT_DETACH = 2, 4, 8192, 2
-SPENT = b"/.spent"  # made by sandbox.jail
+SPENT = b"/.spent/tmp"  # made by sandbox.jail, below a directory only root may enter
 _pread, _pwrite = os.pread, os.pwrite  # before the guards
 PR_SET_SECCOMP, SECCOMP_MODE_FILTER = 22, 2
 
@@ -77,7 +77,7 @@ class World:
 
     def leave(self) -> bool:
         """After the call (all its processes gone): its /tmp out of the way (moved to
-        /.spent, or unmounted at once if the move fails). False: no tmpfs of its own this
+        /.spent/tmp, or unmounted at once if the move fails). False: no tmpfs of its own this
         time (the caller empties /tmp itself)."""
         mounted, self.mounted = self.mounted, False
         if not mounted:

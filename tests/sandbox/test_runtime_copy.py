@@ -1,0 +1,47 @@
+"""The pool's runtime copy (`sandbox.runtime`): what it holds, that calls run on it, and that
+a copy left by a dead process is cleaned up."""
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+from unified.sandbox import runtime
+from unified.sandbox.executor import Executor, ExecutorConfig
+
+needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="the runtime copy is made as root")
+
+
+def test_the_manifest_holds_the_interpreter_its_libraries_and_no_test_suite():
+    files = runtime.manifest()
+    stdlib = os.path.dirname(os.__file__)
+    assert sys._base_executable in files and os.path.realpath(sys._base_executable) in files
+    assert os.path.join(stdlib, "json", "__init__.py") in files
+    assert any(os.path.basename(f).startswith("libc.so") for f in files)  # what the loader needs inside
+    assert any("ld-linux" in f or os.path.basename(f).startswith("ld-") for f in files), "no dynamic loader"
+    assert not any(f.startswith(os.path.join(stdlib, d) + os.sep) for f in files for d in ("test", "site-packages", "idlelib"))
+
+
+@needs_root
+def test_calls_run_on_the_copy_with_the_whole_stdlib_they_may_use():
+    with Executor(ExecutorConfig(workers=1)) as ex:
+        assert ex.isolation["runtime_copy"] is True
+        code = ("import os, json, decimal, fractions, re, collections, heapq, bisect, math, string\n"
+                "def f():\n"
+                "    here = os.path.dirname(os.__file__)\n"
+                "    return (os.path.isdir(os.path.join(here, 'test')), os.listdir(os.path.join(here, 'site-packages')),\n"
+                "            str(decimal.Decimal(1) / 4), json.loads('[1]'))\n")  # fmt: skip
+        r = ex.run(code, "f")
+    assert r.ok and r.value == (False, [], "0.25", [1]), r  # the host's stdlib has a test/ directory: not this one
+
+
+@needs_root
+def test_a_copy_left_by_a_dead_process_is_removed():
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    stale = runtime.SHM / f"{runtime.PREFIX}{int(dead.stdout)}"
+    (stale / "lib").mkdir(parents=True)
+    os.chmod(stale / "lib", 0o555)  # sealed, as a real copy is
+    runtime._remove_stale()
+    assert not stale.exists()
+    assert runtime.runtime_dir() is not None and runtime.runtime_dir().exists()  # this process's own stays

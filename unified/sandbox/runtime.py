@@ -1,0 +1,159 @@
+"""The runtime a sandboxed call runs on: a copy of the interpreter's files in memory, the
+pool's own, so that no host file shares pages, locks or watches with a call.
+
+With the host's files bind-mounted read-only (the jail's fallback), every call, worker, pool
+and run shared their page cache: one call could evict a page (`posix_fadvise`) or fill it (a
+1-byte read) and a later call read the bit back (`preadv(RWF_NOWAIT)`), exactly, with no
+clock; the same pages told the host's own file reads. The copy lives on a tmpfs (/dev/shm):
+its pages are memory, always resident and owned by nothing but the pool, so residency says
+nothing; the seccomp filter refuses the hints, locks and watches as well (second wall).
+
+What is copied, keeping each absolute path (the jail binds the copy's top directories over
+the new root): the interpreter binary, libpython, the standard library without what no call
+can use (its tests, the GUI and IDE, the bundled pip wheels, the static library of
+`config-*`, site-packages: an empty directory in its place), `lib-dynload` without
+tkinter, and every shared library those ELF files load (`ldd`), the dynamic loader included.
+About 100 MB, copied once per process (`runtime_dir`) and shared by its pools; removed at
+exit, and a copy left by a killed process is removed by the next one.
+
+Without a writable /dev/shm with room, `ldd` or root, `runtime_dir` returns None and the
+jail bind-mounts the host's runtime as before (the isolation report says `runtime_copy=0`).
+"""
+
+from __future__ import annotations
+
+import atexit
+import os
+import shutil
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+SHM = Path("/dev/shm")
+PREFIX = "unified-runtime-"
+SKIP_STDLIB = {"site-packages", "test", "idlelib", "tkinter", "turtledemo", "ensurepip", "lib2to3", "__phello__"}
+SKIP_DYNLOAD = ("_tkinter", "_test", "xxlimited", "_xx")
+_lock = threading.Lock()
+_made: dict[int, Path | None] = {}  # pid -> this process's copy
+
+
+def runtime_dir() -> Path | None:
+    """This process's runtime copy (made on first use), or None where none can be made."""
+    with _lock:
+        pid = os.getpid()
+        if pid not in _made:  # a forked child makes its own (the parent removes the parent's)
+            _made[pid] = _make(SHM / f"{PREFIX}{pid}")
+        return _made[pid]
+
+
+def _make(dest: Path) -> Path | None:
+    if os.geteuid() != 0 or not SHM.is_dir() or shutil.which("ldd") is None:
+        return None
+    _remove_stale()
+    try:
+        files = manifest()
+        need = sum(os.stat(f).st_size for f in files if not os.path.islink(f))
+        if shutil.disk_usage(SHM).free < 2 * need:
+            return None
+        tmp = dest.with_name(dest.name + ".part")
+        shutil.rmtree(tmp, ignore_errors=True)
+        for src in files:
+            _copy(src, tmp)
+        site = tmp / _stdlib().relative_to("/") / "site-packages"
+        site.mkdir(parents=True, exist_ok=True)  # empty: no third-party package reaches a call
+        _seal(tmp)
+        shutil.rmtree(dest, ignore_errors=True)
+        tmp.rename(dest)
+    except (OSError, subprocess.SubprocessError):
+        shutil.rmtree(dest.with_name(dest.name + ".part"), ignore_errors=True)
+        return None
+    atexit.register(_rmtree, dest)
+    return dest
+
+
+def manifest() -> list[str]:
+    """Absolute paths to copy: files, and the symlinks that name them (kept as links)."""
+    exe = sys._base_executable  # what the jail execs, inside the new root
+    prefix = Path(sys.base_prefix)
+    stdlib = _stdlib()
+    paths = [exe, os.path.realpath(exe)]
+    paths += [str(p) for p in (prefix / "lib").glob("libpython*")]
+    for root, dirs, names in os.walk(stdlib):
+        if Path(root) == stdlib:
+            dirs[:] = [d for d in dirs if d not in SKIP_STDLIB and not d.startswith("config-")]
+        paths += [os.path.join(root, n) for n in names]
+    elves = [p for p in paths if p.endswith(".so") or ".so." in p or p == exe]
+    dynload = stdlib / "lib-dynload"
+    paths = [p for p in paths if not (p.startswith(str(dynload)) and os.path.basename(p).startswith(SKIP_DYNLOAD))]
+    paths += _libraries([p for p in elves if p in set(paths)])
+    return list(dict.fromkeys(paths))
+
+
+def _stdlib() -> Path:
+    return Path(os.__file__).resolve().parent  # the base interpreter's, also from a venv
+
+
+def _libraries(elves: list[str]) -> list[str]:
+    """The shared libraries (and the loader) the ELF files load, as the loader resolves
+    them, plus the real files behind symlinked ones."""
+    out: list[str] = []
+    for chunk in range(0, len(elves), 64):
+        text = subprocess.run(["ldd", *elves[chunk : chunk + 64]], capture_output=True, text=True, timeout=60).stdout
+        for line in text.splitlines():
+            parts = line.split()
+            path = parts[2] if "=>" in parts and len(parts) > 2 else (parts[0] if parts and parts[0].startswith("/") else "")
+            if path.startswith("/") and os.path.exists(path):
+                out.append(path)
+                while os.path.islink(path):  # libz.so.1 -> libz.so.1.2.13: the link and its file
+                    path = os.path.join(os.path.dirname(path), os.readlink(path))
+                    out.append(path)
+    return out
+
+
+def _copy(src: str, root: Path) -> None:
+    target = root / src.lstrip("/")
+    target.parent.mkdir(parents=True, exist_ok=True)
+    if os.path.islink(src) and not os.path.isabs(os.readlink(src)):
+        if not os.path.lexists(target):
+            os.symlink(os.readlink(src), target)
+        return
+    shutil.copy2(os.path.realpath(src), target)
+
+
+def _seal(root: Path) -> None:
+    """Read-only for everyone: a call reads the runtime and nothing more (the jail binds it
+    read-only as well)."""
+    for dirpath, dirs, names in os.walk(root):
+        for name in names:
+            path = os.path.join(dirpath, name)
+            if not os.path.islink(path):
+                os.chmod(path, 0o555 if os.access(path, os.X_OK) else 0o444)
+        os.chmod(dirpath, 0o555)
+
+
+def _remove_stale() -> None:
+    """Copies left by processes that no longer run."""
+    for path in SHM.glob(PREFIX + "*"):
+        pid = path.name[len(PREFIX) :].split(".")[0]
+        if pid.isdigit() and not _alive(int(pid)):
+            _rmtree(path)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+        return True
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+
+
+def _rmtree(path: Path) -> None:
+    for dirpath, _, _ in os.walk(path):
+        try:
+            os.chmod(dirpath, 0o755)
+        except OSError:
+            pass
+    shutil.rmtree(path, ignore_errors=True)
