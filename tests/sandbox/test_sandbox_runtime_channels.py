@@ -164,3 +164,28 @@ def test_no_call_sees_the_previous_calls_tmp_in_3000_calls():
     seen = [r.value for r in results[1::2] if not (r.ok and r.value == [])]
     assert all(r.ok for r in results), [r for r in results if not r.ok][:3]
     assert not seen, f"{len(seen)} of 1500 calls saw a spent /tmp: {seen[:3]}"
+
+
+LOCKS_AND_WATCHES = """
+import ctypes, fcntl, os
+def f():
+    out = []
+    with open(os.__file__, 'rb') as fh:  # a runtime file every call can open
+        for take in (lambda: fcntl.flock(fh, fcntl.LOCK_SH | fcntl.LOCK_NB),
+                     lambda: fcntl.lockf(fh, fcntl.LOCK_SH | fcntl.LOCK_NB),
+                     lambda: fcntl.fcntl(fh, fcntl.F_GETLK, bytes(32))):
+            try:
+                take()
+                out.append('taken')
+            except OSError as e:
+                out.append(e.errno)
+    libc = ctypes.CDLL(None, use_errno=True)
+    out.append((libc.inotify_init1(0), ctypes.get_errno()))
+    return out
+"""
+
+
+def test_locks_and_watches_on_the_runtime_are_refused():
+    with _bare() as ex:
+        r = ex.run(LOCKS_AND_WATCHES, "f")
+    assert r.ok and r.value == [1, 1, 1, (-1, 1)], r  # EPERM each: no bit in a lock, no view of other opens
