@@ -53,7 +53,7 @@ def test_a_round_and_its_rewards_never_read_the_hidden_tests(source):
             return [programs[entry]] * sampling.n if entry else ["no idea"] * sampling.n
 
         cfg = PipelineConfig(kinds=TASK_KINDS, evaluate_baseline=False, num_programs=2, num_proposed_inputs=0,
-                             max_tasks=None, solve_source=source)  # fmt: skip
+                             max_tasks=None, solve_source=source, agreement_min_votes=2)  # fmt: skip
         data = build_round_data(sealed, ScriptedGenerator(respond), ex, cfg, round_index=1, seed=0)
         assert {t.kind for t in data.tasks} >= {"solve", "deduction"}
         solve = [t for t in data.tasks if t.kind == "solve"]
