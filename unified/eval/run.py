@@ -115,8 +115,8 @@ class EvalRun:
                     batch = todo[start : start + size]
                     part = evaluate(batch, engine, executor, self.budget["max_tokens"], self.args.seed)
                     full = score_samples(batch, {s["task_id"]: s["solution"] for s in part.samples}, executor)
-                    rows = [{**sample_row(s), "passed": part.per_problem[s["task_id"]], "passed_evalplus": full[s["task_id"]]}
-                            for s in part.samples]  # fmt: skip
+                    rows = [{**sample_row(s), "passed": part.per_problem[s["task_id"]], "passed_evalplus": full[s["task_id"]],
+                             "class": part.classes.get(s["task_id"])} for s in part.samples]  # fmt: skip
                     rows = self._with_sampled(rows, batch, engine, executor)
                     self._append(rows)
                     self._write_results(seconds=None)
@@ -182,7 +182,8 @@ class EvalRun:
         chosen = [p.problem_id for p in self.problems if p.problem_id in self.done]
         per_problem = {t: self.done[t]["passed"] for t in chosen}
         scored = [v for v in per_problem.values() if v is not None]
-        result = EvalResult(sum(scored) / len(scored) if scored else 0.0, per_problem, [], self.budget)
+        classes = {t: self.done[t]["class"] for t in chosen if "class" in self.done[t]}  # rows before classes: left out
+        result = EvalResult(sum(scored) / len(scored) if scored else 0.0, per_problem, [], self.budget, classes)
         extra = {} if seconds is None else {"seconds": round(seconds, 2)}
         extra.update(self._pass_at_k(chosen))
         extra.update(_evalplus_metric([self.done[t] for t in chosen]))

@@ -22,7 +22,7 @@ from __future__ import annotations
 from typing import Sequence
 
 from unified.sandbox.executor import ExecCall
-from unified.text.extract import extract_code, sanitize
+from unified.text.extract import extract_program, sanitize
 from unified.pipeline.generation import Generator, SamplingConfig, user_message
 from unified.pipeline.oracle import NOT_NONE_ENTRY, not_none_program, output_matches, reduces_to_not_none
 from unified.text.prompts import program_prompt, with_prompt_imports
@@ -96,39 +96,42 @@ def pass_at_1(
     problems: Sequence[Problem], generator: Generator, run_batch, max_tokens: int, seed: int | None = None
 ) -> dict[str, float | None]:
     """problem_id -> 1.0 / 0.0 (None without hidden tests), all problems in one executor batch."""
+    return {pid: score for pid, (score, _) in graded(problems, generator, run_batch, max_tokens, seed).items()}
+
+
+def graded(
+    problems: Sequence[Problem], generator: Generator, run_batch, max_tokens: int, seed: int | None = None
+) -> dict[str, tuple[float | None, str | None]]:
+    """problem_id -> (1.0 / 0.0 / None without hidden tests, its failure class: `eval.failures`)
+    for one greedy sample per problem, all problems in one executor batch."""
+    from unified.eval.failures import extraction_class, run_class
+
     sampling = SamplingConfig(n=1, temperature=0.0, top_p=1.0, max_tokens=max_tokens, seed=seed)
     outputs = generator.generate([user_message(program_prompt(p)) for p in problems], sampling)
     calls, spans = [], []
     for problem, completions in zip(problems, outputs):
-        code = extract_code(completions[0].text, problem.entry_point) if completions else None
+        code, why = extract_program(completions[0].text, problem.entry_point) if completions else (None, "no_code")
         if code is None or not has_hidden_tests(problem):
-            spans.append(None)
+            spans.append(why)
             continue
         batch = hidden_calls(problem, with_prompt_imports(problem, code))
         spans.append((len(calls), len(calls) + len(batch)))
         calls.extend(batch)
     results = run_batch(calls) if calls else []
-    scores: dict[str, float | None] = {}
+    out: dict[str, tuple[float | None, str | None]] = {}
     for problem, span in zip(problems, spans):
         if not has_hidden_tests(problem):
-            scores[problem.problem_id] = None
-        elif span is None:
-            scores[problem.problem_id] = 0.0
+            out[problem.problem_id] = (None, None)
+        elif not isinstance(span, tuple):
+            out[problem.problem_id] = (0.0, extraction_class(span))
         else:
-            scores[problem.problem_id] = float(passes_hidden(problem, results[span[0] : span[1]]))
-    return scores
+            mine = results[span[0] : span[1]]
+            right = _right_per_case(problem, mine)
+            out[problem.problem_id] = (float(len(mine) == len(problem.hidden) > 0 and all(right)),
+                                       run_class([r.status for r in mine], right))
+    return out
 
 
-def programs_pass_hidden(problems: Sequence[Problem], codes: dict[str, str], run_batch) -> dict[str, bool]:
-    """problem_id -> whether `codes[problem_id]` passes every hidden case, for the problems
-    that have hidden tests and a code (the agreement reward's label accuracy: measured, never
-    fed back)."""
-    calls, spans = [], []
-    for problem in problems:
-        code = codes.get(problem.problem_id)
-        if code and has_hidden_tests(problem):
-            batch = hidden_calls(problem, code)
-            spans.append((problem, len(calls), len(calls) + len(batch)))
-            calls.extend(batch)
-    results = run_batch(calls) if calls else []
-    return {problem.problem_id: passes_hidden(problem, results[lo:hi]) for problem, lo, hi in spans}
+def _right_per_case(problem: Problem, results: Sequence, cases: Sequence[TestCase] | None = None) -> list[bool]:
+    cases = problem.hidden if cases is None else cases
+    return [r.ok and output_matches(problem, case.args, r.value, case.expected) for r, case in zip(results, cases)]
