@@ -28,7 +28,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from unified.eval.failures import counts, flip_classes  # noqa: E402
+from unified.pipeline.failures import counts, flip_classes  # noqa: E402
 from unified.eval.gain_stats import noisy_problems, summary  # noqa: E402
 
 

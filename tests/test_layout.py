@@ -16,9 +16,8 @@ LAYERS = (
     ("values", "cli"),  # the literal codec; the training command's flags
     ("text", "sandbox"),  # model text (prompt, extraction); the executor
     ("kinds",),  # task kinds: build a task, score an answer
-    ("pipeline",),  # phases 1-4, rewards, benchmarks
-    ("schema",),  # the typed config
-    ("trainer",),  # policy, engine, aggregator, update
+    ("pipeline", "trainer"),  # phases 1-4, rewards, benchmarks | policy, engine, aggregator, update: side by side
+    ("schema",),  # the typed config: gathers each group's class from beside its stage
     ("models",),  # model folders, the tiny model
     ("config",),  # composing and checking a run's config
     ("eval",),  # pass@1, pass@k, the evaluation command
@@ -150,6 +149,20 @@ def test_trainer_and_pipeline_import_nothing_of_each_other():
     crossing = [f"{m} -> {d}" for m, deps in graph.items() for d in deps
                 if {folder(m), folder(d)} == {"trainer", "pipeline"}]  # fmt: skip
     assert crossing == []
+
+
+def test_the_trainer_loads_nothing_of_the_pipeline_sandbox_or_kinds():
+    """A trainer module that reads its config (trainer/config.py) pulls in no stage of the
+    pipeline: counted in a fresh interpreter, so this test's own imports do not count."""
+    import subprocess
+    import sys
+
+    code = ("import sys, unified.trainer.update, unified.trainer.aggregator, unified.trainer.losses\n"
+            "print(sorted(m for m in sys.modules if m.split('.')[:2][-1] in ('pipeline', 'sandbox', 'kinds')"
+            " and m.startswith('unified.')))")  # fmt: skip
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=PACKAGE.parent, timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.strip() == "[]", out.stdout
 
 
 def test_the_sandbox_harness_imports_only_the_standard_library():

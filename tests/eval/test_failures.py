@@ -1,10 +1,10 @@
-"""Failure classes (`eval.failures`): from extraction and the sandbox's own results, on real
+"""Failure classes (`pipeline.failures`): from extraction and the sandbox's own results, on real
 MBPP+ problems, and the gain split into format and logic fixes."""
 
 import pytest
 
 from unified.eval.evaluate import evaluate
-from unified.eval.failures import CLASSES, counts, flip_classes, run_class
+from unified.pipeline.failures import CLASSES, counts, flip_classes, run_class
 from unified.pipeline.benchmarks import load_problems
 from unified.pipeline.generation import ScriptedGenerator
 from unified.sandbox.executor import ExecutorConfig

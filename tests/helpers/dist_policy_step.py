@@ -27,7 +27,7 @@ def train(steps: int, device: str = "cpu", dtype: str = "float32") -> dict:
     from unified.models.tiny_model import default_model_dir
     from unified.trainer.aggregator import Aggregator
     from unified.trainer.distributed import init_distributed
-    from unified.schema import AlgorithmConfig
+    from unified.trainer.config import AlgorithmConfig
     from unified.trainer.losses import ppo_loss
     from unified.trainer.policy import build_policy, token_logprobs_and_entropy
 

@@ -101,7 +101,7 @@ def _sample(engine, reward, seed: int):
 def learn(device: str, dtype: str) -> dict:
     """tests/e2e/test_learnability.py with the hf engine: reward = the share of tokens in a fixed
     10% of the vocabulary; GRPO through the aggregator, a push after every step."""
-    from unified.schema import AlgorithmConfig
+    from unified.trainer.config import AlgorithmConfig
     from unified.trainer.aggregator import Aggregator
     from unified.trainer.update import push_weights, train_on_samples
 
@@ -153,7 +153,7 @@ def sleep_vllm() -> dict:
 
 
 def _colocated_update(policy, engine, colocation) -> dict:
-    from unified.schema import AlgorithmConfig
+    from unified.trainer.config import AlgorithmConfig
     from unified.trainer.aggregator import Aggregator
     from unified.trainer.update import push_weights, train_on_samples
 

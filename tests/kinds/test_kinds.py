@@ -12,7 +12,7 @@ from unified.kinds import KINDS, TASK_KINDS, BuildOptions
 from unified.kinds.base import cases_passed
 from unified.sandbox.exec_types import ExecCall, ExecResult
 from unified.text.extract import read_literal
-from unified.pipeline.phases import TTRLVR_KINDS
+from unified.pipeline.config import TTRLVR_KINDS
 from unified.pipeline.rewards import score_batch
 from unified.pipeline.tasks import build_tasks
 from unified.pipeline.validate import validate_tasks

@@ -5,7 +5,7 @@ problem built without IPO triples, and its gold checked like every kind's."""
 import pytest
 
 from unified.kinds import BuildOptions, solve
-from unified.pipeline.phases import PipelineConfig
+from unified.pipeline.config import PipelineConfig
 from unified.text.prompts import program_prompt
 from unified.pipeline.rewards import score_batch
 from unified.pipeline.tasks import build_tasks

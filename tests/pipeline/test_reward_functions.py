@@ -84,7 +84,7 @@ def test_induction_runs_the_candidate_on_held_out_pairs(executor):
 
 
 def test_induction_reward_mode_is_checked():
-    from unified.pipeline.phases import PipelineConfig
+    from unified.pipeline.config import PipelineConfig
 
     with pytest.raises(ValueError, match="induction_reward"):
         PipelineConfig(induction_reward="most")

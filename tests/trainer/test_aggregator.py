@@ -17,7 +17,7 @@ from unified.trainer.batching import collate
 from unified.trainer.distributed import init_distributed
 from unified.trainer.engine import PushResult, SamplingConfig
 from unified.trainer.policy import build_policy, token_logprobs_and_entropy
-from unified.schema import AlgorithmConfig
+from unified.trainer.config import AlgorithmConfig
 from unified.trainer.update import push_weights, train_on_samples
 from unified.types import Sample
 

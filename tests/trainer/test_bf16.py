@@ -15,7 +15,7 @@ import pytest
 import torch
 
 from unified.models.tiny_model import default_model_dir
-from unified.schema import AlgorithmConfig
+from unified.trainer.config import AlgorithmConfig
 from unified.trainer import distributed
 from unified.trainer.aggregator import build_aggregator
 from unified.trainer.batching import collate

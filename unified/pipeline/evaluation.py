@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from typing import Sequence
 
+from unified.pipeline.failures import extraction_class, run_class
 from unified.sandbox.executor import ExecCall
 from unified.text.extract import extract_program, sanitize
 from unified.pipeline.generation import Generator, SamplingConfig, user_message
@@ -102,10 +103,8 @@ def pass_at_1(
 def graded(
     problems: Sequence[Problem], generator: Generator, run_batch, max_tokens: int, seed: int | None = None
 ) -> dict[str, tuple[float | None, str | None]]:
-    """problem_id -> (1.0 / 0.0 / None without hidden tests, its failure class: `eval.failures`)
+    """problem_id -> (1.0 / 0.0 / None without hidden tests, its failure class: `pipeline.failures`)
     for one greedy sample per problem, all problems in one executor batch."""
-    from unified.eval.failures import extraction_class, run_class
-
     sampling = SamplingConfig(n=1, temperature=0.0, top_p=1.0, max_tokens=max_tokens, seed=seed)
     outputs = generator.generate([user_message(program_prompt(p)) for p in problems], sampling)
     calls, spans = [], []

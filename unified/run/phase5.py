@@ -27,11 +27,12 @@ from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, replace
 from typing import Callable, Mapping, Sequence
 
-from unified.pipeline.phases import PipelineConfig, score_rollouts
+from unified.pipeline.config import PipelineConfig
+from unified.pipeline.phases import score_rollouts
 from unified.trainer.aggregator import Aggregator
 from unified.trainer.distributed import all_reduce_int
 from unified.trainer.engine import Engine, SamplingConfig
-from unified.schema import AlgorithmConfig
+from unified.trainer.config import AlgorithmConfig
 from unified.trainer.update import has_signal, train_on_samples
 from unified.trainer.update_stats import UpdateStats, merge_chunks
 from unified.types import Completion, Rollout, Sample, Task

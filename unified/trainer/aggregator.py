@@ -37,7 +37,7 @@ import torch
 import torch.distributed as dist
 from torch.distributed.tensor import DTensor
 
-from unified.schema import AlgorithmConfig
+from unified.trainer.config import AlgorithmConfig
 from unified.trainer.distributed import world_size
 from unified.trainer.policy import Policy
 

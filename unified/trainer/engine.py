@@ -21,7 +21,7 @@ from unified.trainer.engine_vllm import VLLMEngine
 from unified.types import SamplingConfig
 
 if TYPE_CHECKING:
-    from unified.schema import RolloutConfig
+    from unified.trainer.config import RolloutConfig
 
 __all__ = ["ENGINES", "BACKENDS", "Engine", "Prompt", "PushResult", "SamplingConfig", "Weights", "WeightsRejected",
            "build_engine", "build_engine_from_config", "current_engine", "engine_creations"]  # fmt: skip

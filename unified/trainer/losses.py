@@ -27,7 +27,7 @@ from verl.trainer.config import AlgoConfig
 from verl.trainer.ppo import core_algos
 from verl.workers.config import ActorConfig
 
-from unified.schema import AlgorithmConfig
+from unified.trainer.config import AlgorithmConfig
 
 
 def verl_actor_config(cfg: AlgorithmConfig) -> ActorConfig:

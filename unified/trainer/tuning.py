@@ -27,7 +27,7 @@ from typing import Iterable, Iterator
 
 import torch
 
-from unified.schema import TuningConfig  # the tuning group's schema
+from unified.trainer.config import TuningConfig  # the tuning group's schema
 
 _PEFT_PREFIX = "base_model.model."
 

@@ -26,7 +26,7 @@ from typing import Sequence
 
 import torch
 
-from unified.schema import AlgorithmConfig
+from unified.trainer.config import AlgorithmConfig
 from unified.trainer.aggregator import Aggregator, StepResult
 from unified.trainer.batching import MicroBatch, collate, dummy_batch, response_mask_of
 from unified.trainer.distributed import all_reduce_int

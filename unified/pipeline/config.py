@@ -1,0 +1,133 @@
+"""The pipeline's config groups: `pipeline` (phases 1-5's tasks and rewards) and
+`benchmark` (which problems).
+
+Frozen dataclasses whose fields are the keys of their Hydra group; `__post_init__` refuses a
+bad value with one line naming it. `unified/schema.py` gathers these with the trainer's and
+the executor's groups.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Optional, Sequence
+
+from unified.kinds import KINDS, kind_of, per_problem
+from unified.kinds.agreement import SOURCES as SOLVE_SOURCES
+from unified.kinds.solve import REWARDS as SOLVE_REWARDS
+from unified.types import Task
+
+SEED_PROGRAMS = ("none", "canonical")
+TTRLVR_KINDS = ("induction", "deduction", "abduction")  # the self-play kinds of the original design
+INDUCTION_REWARDS = ("all", "fraction")  # "fraction": partial credit, a share of the held-out pairs
+FORMAT_PENALTY_WHEN = ("always", "no_signal")  # when an unreadable answer gets `format_penalty` (see score_rollouts)
+INPUTS = "inputs"  # in `constrain`: phase 2's proposed inputs
+
+
+@dataclass(frozen=True)
+class PipelineConfig:
+    """The `pipeline` group's schema (unified/schema.py); configs/pipeline/default.yaml holds its values."""
+
+    num_programs: int = 4  # K candidate programs sampled per problem
+    program_temperature: float = 0.8
+    program_max_tokens: int = 256
+    num_proposed_inputs: int = 2  # new inputs asked of the model per problem
+    input_temperature: float = 0.8
+    input_max_tokens: int = 192
+    evaluate_baseline: bool = True  # greedy pass@1 on the hidden tests each round
+    keep_passing_visible: bool = False  # drop programs that fail a visible example (else: no induction from them)
+    induction_needs_visible: bool = True  # induction only from programs that pass the visible examples
+    seed_programs: str = "none"  # "canonical": add each canonical solution as a program
+    kinds: tuple[str, ...] = TTRLVR_KINDS  # the task kinds a round builds (unified/kinds); `mix` replaces it
+    # "kind:share" of phase 5's tasks, e.g. [solve:0.75,deduction:0.25] (`mix_tasks`); empty: every kept task
+    mix: tuple[str, ...] = ()
+    # where answers are decoded in their kind's shape (a grammar, kinds/shapes.py): kind names, and
+    # "inputs" for phase 2's proposals; "solve" also shapes phase 1's programs (they are its groups)
+    constrain: tuple[str, ...] = ("induction", "deduction", "abduction", INPUTS)
+    max_tasks_per_kind_per_problem: int | None = 4
+    max_tasks: int | None = None  # per round (per rank): a seeded, kind-balanced sample of the kept tasks (None: all)
+    balance_kinds: bool = False  # keep as many tasks of each present kind as of the rarest one
+    induction_shown: int = 3  # at most this many pairs shown in an induction prompt; >= 1 held out
+    induction_reward: str = "all"  # "all" | "fraction" of held-out pairs
+    solve_reward: str = "binary"  # solve kind: "binary" | "fraction" of its cases | "graded" (kinds/solve.py)
+    solve_source: str = "visible"  # solve kind's expected values: "visible" examples | "agreement" | "both" (kinds/agreement.py)
+    agreement_min_votes: int = 3  # the smallest cluster of programs whose outputs are a label (tuned: bench/agreement_labels.py)
+    format_penalty: float = -0.5  # reward of an unreadable answer
+    format_penalty_when: str = "no_signal"  # "always" | "no_signal": only in a batch where correctness alone gives no group signal
+    max_output_chars: int = 1000  # longer output literals are rejected
+
+    def __post_init__(self):
+        object.__setattr__(self, "mix", tuple(str(m) for m in self.mix))
+        if self.mix:
+            object.__setattr__(self, "kinds", tuple(_shares(self.mix)))
+        object.__setattr__(self, "kinds", tuple(str(k) for k in self.kinds))
+        object.__setattr__(self, "constrain", tuple(str(k) for k in self.constrain))
+        problems = []
+        if self.seed_programs not in SEED_PROGRAMS:
+            problems.append(f"seed_programs must be one of {SEED_PROGRAMS}, got {self.seed_programs!r}")
+        if not self.kinds or set(self.kinds) - set(KINDS):
+            problems.append(f"kinds must be a non-empty subset of {tuple(KINDS)}, got {list(self.kinds)}")
+        if self.induction_reward not in INDUCTION_REWARDS:
+            problems.append(f"induction_reward must be one of {INDUCTION_REWARDS}, got {self.induction_reward!r}")
+        if self.format_penalty_when not in FORMAT_PENALTY_WHEN:
+            problems.append(f"format_penalty_when must be one of {FORMAT_PENALTY_WHEN}, got {self.format_penalty_when!r}")
+        if self.mix and any(v <= 0 for v in _shares(self.mix).values()):
+            problems.append(f"mix must give each kind a share > 0 (kind:share), got {list(self.mix)}")
+        if set(self.constrain) - set(KINDS) - {INPUTS}:
+            problems.append(f"constrain must be a subset of {(*KINDS, INPUTS)}, got {list(self.constrain)}")
+        if self.solve_source not in SOLVE_SOURCES:
+            problems.append(f"solve_source must be one of {SOLVE_SOURCES}, got {self.solve_source!r}")
+        if self.agreement_min_votes < 1:
+            problems.append("agreement_min_votes must be >= 1")
+        if self.solve_source == "agreement" and self.keep_passing_visible:
+            problems.append("solve_source=agreement reads no visible example, but keep_passing_visible=true drops the "
+                            "programs that fail one (a label by the back door): set keep_passing_visible=false")
+        if self.solve_reward not in SOLVE_REWARDS:
+            problems.append(f"solve_reward must be one of {SOLVE_REWARDS}, got {self.solve_reward!r}")
+        if self.num_programs < 0 or self.num_proposed_inputs < 0 or self.induction_shown < 1:
+            problems.append("num_programs and num_proposed_inputs must be >= 0, induction_shown >= 1")
+        if problems:
+            raise ValueError("pipeline config: " + "; ".join(problems))
+
+    @property
+    def shares(self) -> dict[str, float]:
+        """`mix` as kind -> share (empty: no mix)."""
+        return _shares(self.mix)
+
+    @property
+    def partial_credit(self) -> bool:
+        return self.induction_reward == "fraction"
+
+    @property
+    def needs_triples(self) -> bool:
+        """Some configured kind builds from IPO triples, or solve's labels come from agreement
+        (phase 2 runs only then)."""
+        agreement = "solve" in self.kinds and self.solve_source != "visible"
+        return agreement or any(not per_problem(kind_of(k)) for k in self.kinds)
+
+    def shape(self, task: Task) -> str | None:
+        """The grammar `task`'s answers are decoded in, or None (free text)."""
+        return kind_of(task.kind).answer_shape(task) if task.kind in self.constrain else None
+
+
+def _shares(mix: Sequence[str]) -> dict[str, float]:
+    """["solve:0.75", "deduction:0.25"] -> {"solve": 0.75, "deduction": 0.25}; a malformed entry
+    is a ValueError naming it."""
+    out = {}
+    for item in mix:
+        kind, _, share = str(item).partition(":")
+        try:
+            out[kind.strip()] = float(share)
+        except ValueError:
+            raise ValueError(f"pipeline config: mix entries are kind:share, e.g. solve:0.75, got {item!r}") from None
+    return out
+
+
+@dataclass(frozen=True)
+class BenchmarkConfig:
+    name: str = "mbpp"  # mbpp | humaneval
+    source: Optional[str] = None  # None: the bundled data; or a JSONL/Parquet path, or a HF dataset name
+    problems: Optional[int] = 10  # the first K problems by id, when problem_ids is empty
+    problem_ids: tuple[str, ...] = ()
+
+    def __post_init__(self):
+        object.__setattr__(self, "problem_ids", tuple(str(i) for i in self.problem_ids))
