@@ -165,6 +165,34 @@ def test_the_trainer_loads_nothing_of_the_pipeline_sandbox_or_kinds():
     assert out.stdout.strip() == "[]", out.stdout
 
 
+def kind_names_outside_kinds(package: Path = PACKAGE) -> list[str]:
+    """Every string constant in code (docstrings aside) outside kinds/ that spells a task
+    kind's name: the rest of the package reaches kinds through the registry
+    (`kinds.KINDS`, `SELF_PLAY`, `SOLVE`)."""
+    from unified.kinds import KINDS
+
+    found = []
+    for path in sorted(package.rglob("*.py")):
+        if path.relative_to(package).parts[0] == "kinds":
+            continue
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        docs = {id(n.body[0].value) for n in ast.walk(tree)
+                if isinstance(n, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)) and n.body
+                and isinstance(n.body[0], ast.Expr) and isinstance(n.body[0].value, ast.Constant)}  # fmt: skip
+        found += [f"{path.relative_to(package)}:{n.lineno} {n.value!r}" for n in ast.walk(tree)
+                  if isinstance(n, ast.Constant) and isinstance(n.value, str) and id(n) not in docs
+                  and n.value.partition(":")[0] in KINDS]  # fmt: skip
+    return found
+
+
+def test_no_kind_is_named_outside_kinds(tmp_path):
+    assert kind_names_outside_kinds() == []
+    planted = tmp_path / "unified" / "run"
+    planted.mkdir(parents=True)
+    (planted / "x.py").write_text('"""Docs may say solve."""\nif kind == "deduction":\n    pass\n')
+    assert kind_names_outside_kinds(tmp_path / "unified") == ["run/x.py:2 'deduction'"]
+
+
 def test_the_sandbox_harness_imports_only_the_standard_library():
     """The worker runs these files by path (values/literal.py among them), with the project
     unimportable: each import is a standard-library module."""

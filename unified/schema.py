@@ -74,9 +74,9 @@ def task_kinds_for(model_path: str | None) -> list[str]:
     """`pipeline.kinds`' default (the `${task_kinds_for:...}` resolver): a real model
     trains on its benchmark prompts (`solve`, rewarded on the visible examples); the embedded
     tiny model, which writes noise, on the self-play kinds built from canonical programs."""
-    from unified.pipeline.config import TTRLVR_KINDS
+    from unified.kinds import SELF_PLAY, SOLVE
 
-    return list(TTRLVR_KINDS) if model_path in (None, "", "tiny") else ["solve"]
+    return list(SELF_PLAY) if model_path in (None, "", "tiny") else [SOLVE]
 
 
 def constrain_for(backend: str | None) -> list[str]:

@@ -8,8 +8,8 @@ import pytest
 
 import unified.kinds as kinds
 from unified.run import metrics
-from unified.kinds import KINDS, TASK_KINDS, BuildOptions
-from unified.kinds.base import cases_passed
+from unified.kinds import KINDS, TASK_KINDS, BuildOptions, TaskKind
+from unified.kinds.base import cases_passed, from_each_program, no_floor
 from unified.sandbox.exec_types import ExecCall, ExecResult
 from unified.text.extract import read_literal
 from unified.pipeline.config import TTRLVR_KINDS
@@ -25,16 +25,18 @@ TRIPLES = [IOTriple("Toy/0", "Toy/0#p0", (x,), 2 * x, "visible") for x in (1, 2,
 
 def _negation_kind() -> types.ModuleType:
     """`negation`: given the program and an output, answer an input whose output is -output.
-    Written as a kind module would be: module-level NAME, LETTER and six functions."""
+    Written as a kind module would be: every name of `TaskKind`, nothing more."""
     m = types.ModuleType("negation")
-    m.NAME, m.LETTER = "negation", "N"
+    m.NAME, m.LETTER, m.PER_PROBLEM, m.RAW_ANSWER = "negation", "N", False, False
 
     def build(problem, program, triples, opts):
         return [Task(f"{program.program_id}:negation:{i}", "negation", problem.problem_id, program.program_id,
                      f"Which x gives {-t.output}?", f"<answer>{-t.args[0]}</answer>", program.entry_point,
                      program.code, (TestCase((-t.args[0],), -t.output),)) for i, t in enumerate(triples)], []  # fmt: skip
 
-    m.build = build
+    m.build_problem = from_each_program(build)
+    m.readable_floor = no_floor
+    m.answer_shape = lambda task: None
     m.parse = lambda task, answer: (lambda ok_v: ((ok_v[1],), None) if ok_v[0] else (None, "not_a_literal"))(read_literal(answer))
     m.calls = lambda task, parsed: [ExecCall(task.program, task.entry_point, parsed)]
     m.reward = lambda task, parsed, results, opts: float(all(cases_passed(task, results)) and bool(results))
@@ -53,10 +55,14 @@ def with_negation(monkeypatch):
 
 def test_the_registry_is_the_one_list_of_kinds():
     assert TASK_KINDS == tuple(KINDS) == ("induction", "deduction", "abduction", "solve")
-    for name, kind in KINDS.items():
+    declared = [n for n in vars(TaskKind) if not n.startswith("_")] + list(TaskKind.__annotations__)
+    assert {"build_problem", "readable_floor", "PER_PROBLEM", "RAW_ANSWER", "answer_shape"} <= set(declared)
+    for name, kind in [*KINDS.items(), ("negation", _negation_kind())]:
         assert kind.NAME == name and len(kind.LETTER) == 1
-        for fn in ("build", "parse", "calls", "reward", "is_trivial", "gold_is_own"):
-            assert callable(getattr(kind, fn)), (name, fn)
+        missing = [n for n in declared if not hasattr(kind, n)]
+        assert not missing, f"kind {name} does not declare {missing}"
+        assert isinstance(kind.PER_PROBLEM, bool) and isinstance(kind.RAW_ANSWER, bool)
+    assert not hasattr(kinds.KINDS["solve"], "build")  # no stub: the solve kind builds per problem only
     with pytest.raises(ValueError, match="unknown task kind 'negation'"):
         kinds.kind_of("negation")
 

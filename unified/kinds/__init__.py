@@ -1,6 +1,6 @@
 """The task kinds: one module each (see `base.TaskKind`), one line each here.
 
-Order matters: it is the order of the console's tasks line (I/D/A) and, per program,
+Order matters: it is the order of the console's tasks line (I/D/A/S) and, per program,
 the order candidate tasks are built in (kinds take turns).
 """
 
@@ -11,6 +11,8 @@ from unified.kinds.base import BuildOptions, TaskKind, per_problem, raw_answer, 
 
 KINDS: dict[str, TaskKind] = {k.NAME: k for k in (induction, deduction, abduction, solve)}
 TASK_KINDS: tuple[str, ...] = tuple(KINDS)
+SELF_PLAY: tuple[str, ...] = tuple(k.NAME for k in (induction, deduction, abduction))  # the original design's kinds
+SOLVE: str = solve.NAME  # the problem's own prompt: phase 1's programs are its groups, agreement labels it
 
 
 def kind_of(name: str) -> TaskKind:
@@ -20,4 +22,4 @@ def kind_of(name: str) -> TaskKind:
         raise ValueError(f"unknown task kind {name!r}; known: {', '.join(KINDS)}") from None
 
 
-__all__ = ["KINDS", "TASK_KINDS", "BuildOptions", "TaskKind", "kind_of", "per_problem", "raw_answer", "readable_floor"]
+__all__ = ["KINDS", "SELF_PLAY", "SOLVE", "TASK_KINDS", "BuildOptions", "TaskKind", "kind_of", "per_problem", "raw_answer", "readable_floor"]

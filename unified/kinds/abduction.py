@@ -7,13 +7,16 @@ from __future__ import annotations
 from typing import Sequence
 
 from unified.kinds import shapes
-from unified.kinds.base import BuildOptions, about_program, all_same, call_text, cases_passed, one_task_per_triple, values_equal
+from unified.kinds.base import from_each_program, no_floor, BuildOptions, about_program, all_same, call_text, cases_passed, one_task_per_triple, values_equal
 from unified.sandbox.exec_types import ExecCall
 from unified.text.extract import call_args
 from unified.values import to_literal
 from unified.types import IOTriple, Problem, Program, Rejection, Task
 
 NAME, LETTER = "abduction", "A"
+PER_PROBLEM = False  # tasks from each program's triples (`build`)
+RAW_ANSWER = False  # the text inside <answer>
+readable_floor = no_floor
 
 
 def prompt(program: Program, output: object) -> str:
@@ -55,3 +58,6 @@ def is_trivial(task: Task, program_outputs: Sequence) -> bool:
 
 def gold_is_own(task: Task, parsed_gold: object) -> bool:
     return values_equal(parsed_gold, task.cases[0].args)
+
+
+build_problem = from_each_program(build)

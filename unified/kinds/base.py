@@ -35,19 +35,22 @@ class BuildOptions:
 
 
 class TaskKind(Protocol):
-    """The names a kind module defines."""
+    """The names a kind module defines: every one of them, no optional ones."""
 
     NAME: str  # "deduction": Task.kind, metric keys (reward/deduction), config pipeline.kinds
     LETTER: str  # "D": its column in the console's tasks line
-    # Optional (see `per_problem` / `raw_answer`): PER_PROBLEM = True builds one task per
-    # problem through `build_problem(problem, programs, triples, opts)` instead of `build`;
-    # RAW_ANSWER = True reads the whole completion, not the text inside <answer>;
-    # `readable_floor(opts)` the lowest reward a readable answer gets (default 0).
+    PER_PROBLEM: bool  # True: one task per problem from all its programs; False: tasks from each program's triples
+    RAW_ANSWER: bool  # True: the whole completion is the answer; False: the text inside <answer>
 
-    def build(
-        self, problem: Problem, program: Program, triples: Sequence[IOTriple], opts: BuildOptions
+    def build_problem(
+        self, problem: Problem, programs: Sequence[Program], triples: Sequence[IOTriple], opts: BuildOptions
     ) -> tuple[list[Task], list[Rejection]]:
-        """Candidate tasks from one program's (input, output) triples, in triple order."""
+        """Candidate tasks of one problem from its phase-1 programs and phase-2 triples; a
+        kind built per program returns them program by program (`from_each_program`)."""
+
+    def readable_floor(self, opts: BuildOptions) -> float:
+        """The lowest reward a readable answer gets: what an unreadable one scores when the
+        format is not penalized (`PipelineConfig.format_penalty_when`)."""
 
     def parse(self, task: Task, answer: str) -> tuple[object, str | None]:
         """(what the answer says, None) or (None, reason it cannot be read)."""
@@ -73,20 +76,46 @@ class TaskKind(Protocol):
 
 
 def per_problem(kind: TaskKind) -> bool:
-    """The kind builds one task per problem (`build_problem`), needing no IPO triples."""
-    return bool(getattr(kind, "PER_PROBLEM", False))
+    """The kind builds one task per problem, needing no IPO triples of its own."""
+    return kind.PER_PROBLEM
 
 
 def raw_answer(kind: TaskKind) -> bool:
     """The kind reads the whole completion (its prompt asks for no <answer> tag)."""
-    return bool(getattr(kind, "RAW_ANSWER", False))
+    return kind.RAW_ANSWER
 
 
 def readable_floor(kind: TaskKind, opts: BuildOptions) -> float:
-    """The lowest reward a readable answer of this kind gets: what an unreadable one scores
-    when the format is not penalized (`PipelineConfig.format_penalty_when`)."""
-    floor = getattr(kind, "readable_floor", None)
-    return float(floor(opts)) if floor is not None else 0.0
+    """The lowest reward a readable answer of this kind gets (`TaskKind.readable_floor`)."""
+    return float(kind.readable_floor(opts))
+
+
+def no_floor(opts: BuildOptions) -> float:
+    """`readable_floor` of a kind whose readable answers can score 0."""
+    return 0.0
+
+
+BuildOne = Callable[[Problem, Program, Sequence[IOTriple], BuildOptions], tuple[list[Task], list[Rejection]]]
+
+
+def from_each_program(build: BuildOne):
+    """`build_problem` for a kind built per program: `build(problem, program, its triples,
+    opts)` for each program that has triples, in program order."""
+
+    def build_problem(problem: Problem, programs: Sequence[Program], triples: Sequence[IOTriple],
+                      opts: BuildOptions) -> tuple[list[Task], list[Rejection]]:  # fmt: skip
+        by_program: dict[str, list[IOTriple]] = {}
+        for t in triples:
+            by_program.setdefault(t.program_id, []).append(t)
+        tasks, rejections = [], []
+        for program in programs:
+            if by_program.get(program.program_id):
+                made, rejected = build(problem, program, by_program[program.program_id], opts)
+                tasks += made
+                rejections += rejected
+        return tasks, rejections
+
+    return build_problem
 
 
 def new_task(kind: str, index: int, problem: Problem, program: Program, prompt: str, gold: str,

@@ -6,12 +6,15 @@ from __future__ import annotations
 from typing import Sequence
 
 from unified.kinds import shapes
-from unified.kinds.base import BuildOptions, about_program, call_text, one_task_per_triple, values_equal
+from unified.kinds.base import from_each_program, no_floor, BuildOptions, about_program, call_text, one_task_per_triple, values_equal
 from unified.text.extract import read_literal
 from unified.values import to_literal
 from unified.types import IOTriple, Problem, Program, Rejection, Task
 
 NAME, LETTER = "deduction", "D"
+PER_PROBLEM = False  # tasks from each program's triples (`build`)
+RAW_ANSWER = False  # the text inside <answer>
+readable_floor = no_floor
 
 
 def prompt(program: Program, args: tuple) -> str:
@@ -51,3 +54,6 @@ def is_trivial(task: Task, program_outputs: Sequence) -> bool:
 
 def gold_is_own(task: Task, parsed_gold: object) -> bool:
     return True  # the gold is the output itself; `reward` checks it
+
+
+build_problem = from_each_program(build)

@@ -8,13 +8,16 @@ from __future__ import annotations
 from typing import Sequence
 
 from unified.kinds import shapes
-from unified.kinds.base import ANSWER_RULE, BuildOptions, all_same, call_text, cases_passed, code_block, new_task
+from unified.kinds.base import from_each_program, no_floor, ANSWER_RULE, BuildOptions, all_same, call_text, cases_passed, code_block, new_task
 from unified.sandbox.exec_types import ExecCall
 from unified.text.extract import code_key, extract_program
 from unified.values import to_literal
 from unified.types import IOTriple, Problem, Program, Rejection, Task, TestCase
 
 NAME, LETTER = "induction", "I"
+PER_PROBLEM = False  # tasks from each program's triples (`build`)
+RAW_ANSWER = False  # the text inside <answer>
+readable_floor = no_floor
 
 
 def prompt(problem: Problem, shown: Sequence[TestCase]) -> str:
@@ -69,3 +72,6 @@ def is_trivial(task: Task, program_outputs: Sequence) -> bool:
 
 def gold_is_own(task: Task, parsed_gold: object) -> bool:
     return code_key(parsed_gold) == code_key(task.program)
+
+
+build_problem = from_each_program(build)

@@ -11,7 +11,7 @@ are for evaluation and never reach a task) and grades it (`BuildOptions.solve_re
     graded    1 pass, -0.3 a wrong value, -0.6 an error or timeout (CodeRL's outcome
               classes); unreadable code gets the pipeline's `format_penalty` like any kind
 
-One task per problem (`PER_PROBLEM`): phase 3 calls `build_problem`, not `build`. Its
+One task per problem (`PER_PROBLEM`), from all of the problem's programs (`build_problem`). Its
 gold is a model program that passes the visible examples, when phase 1 found one, else
 empty (nothing to check: the task still trains when its group has signal). Phase 1 already
 sampled this prompt K times; phase 5 reuses those completions as the group when their
@@ -75,9 +75,6 @@ def build_problem(problem: Problem, programs: Sequence[Program], triples: Sequen
                     program_prompt(problem), code_block(gold) if gold else "", cases)  # fmt: skip
     return [task], []
 
-
-def build(problem: Problem, program: Program, triples: Sequence[IOTriple], opts: BuildOptions) -> tuple[list[Task], list[Rejection]]:
-    return [], []  # PER_PROBLEM: phase 3 calls build_problem instead
 
 
 def parse(task: Task, answer: str) -> tuple[object, str | None]:

@@ -50,8 +50,9 @@ def corpus(problem_limit: int | None = None) -> list[tuple[str, str]]:
         if output is None or len(output) > 200:
             continue
         triple = IOTriple(problem.problem_id, program.program_id, args, result.value, "visible")
-        for kind in KINDS.values():
-            pairs += [(task.prompt, task.gold) for task in kind.build(problem, program, [triple], BuildOptions())[0]]
+        for kind in KINDS.values():  # the kinds built per program (the solve kind has no pair of its own here)
+            if not kind.PER_PROBLEM:
+                pairs += [(task.prompt, task.gold) for task in kind.build_problem(problem, [program], [triple], BuildOptions())[0]]
     return pairs
 
 

@@ -11,13 +11,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Optional, Sequence
 
-from unified.kinds import KINDS, kind_of, per_problem
+from unified.kinds import KINDS, SELF_PLAY, SOLVE, kind_of, per_problem
 from unified.kinds.agreement import SOURCES as SOLVE_SOURCES
 from unified.kinds.solve import REWARDS as SOLVE_REWARDS
 from unified.types import Task
 
 SEED_PROGRAMS = ("none", "canonical")
-TTRLVR_KINDS = ("induction", "deduction", "abduction")  # the self-play kinds of the original design
+TTRLVR_KINDS = SELF_PLAY  # the self-play kinds of the original design
 INDUCTION_REWARDS = ("all", "fraction")  # "fraction": partial credit, a share of the held-out pairs
 FORMAT_PENALTY_WHEN = ("always", "no_signal")  # when an unreadable answer gets `format_penalty` (see score_rollouts)
 INPUTS = "inputs"  # in `constrain`: phase 2's proposed inputs
@@ -42,7 +42,7 @@ class PipelineConfig:
     mix: tuple[str, ...] = ()
     # where answers are decoded in their kind's shape (a grammar, kinds/shapes.py): kind names, and
     # "inputs" for phase 2's proposals; "solve" also shapes phase 1's programs (they are its groups)
-    constrain: tuple[str, ...] = ("induction", "deduction", "abduction", INPUTS)
+    constrain: tuple[str, ...] = (*SELF_PLAY, INPUTS)
     max_tasks_per_kind_per_problem: int | None = 4
     max_tasks: int | None = None  # per round (per rank): a seeded, kind-balanced sample of the kept tasks (None: all)
     balance_kinds: bool = False  # keep as many tasks of each present kind as of the rarest one
@@ -101,7 +101,7 @@ class PipelineConfig:
     def needs_triples(self) -> bool:
         """Some configured kind builds from IPO triples, or solve's labels come from agreement
         (phase 2 runs only then)."""
-        agreement = "solve" in self.kinds and self.solve_source != "visible"
+        agreement = SOLVE in self.kinds and self.solve_source != "visible"
         return agreement or any(not per_problem(kind_of(k)) for k in self.kinds)
 
     def shape(self, task: Task) -> str | None:

@@ -15,7 +15,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Callable, Sequence
 
-from unified.kinds import KINDS, BuildOptions
+from unified.kinds import KINDS, SOLVE, BuildOptions
 from unified.kinds.agreement import votes_per_program
 from unified.pipeline import evaluation, ipo, programs as phase1, tasks as phase3, validate
 from unified.pipeline.config import INPUTS, TTRLVR_KINDS, PipelineConfig  # noqa: F401 - the schema's names, re-exported
@@ -106,7 +106,7 @@ def _phase_1(problems, generator: Generator, executor, cfg: PipelineConfig, roun
     completions: dict = {}
     if cfg.num_programs > 0:
         sampling = program_sampling(cfg, round_seed)
-        shaped = "solve" in cfg.constrain  # phase 1's programs are the solve kind's groups: one distribution
+        shaped = SOLVE in cfg.constrain  # phase 1's programs are the solve kind's groups: one distribution
         generated, completions = _collect(rejections, phase1.generate_programs(problems, generator, sampling, shaped))
         candidates += generated
     kept = _collect(rejections, phase1.deduplicate(candidates))

@@ -1,7 +1,8 @@
 """Phase 3: tasks from IPO triples, built by each task kind (`unified.kinds`).
 
-Per program, every configured kind builds its tasks from the program's triples; the
-kinds then take turns (I0, D0, A0, D1, A1, ...), so a later cap keeps a mix. Builders are
+Per problem, every configured kind builds its tasks (`build_problem`, the one builder of
+the kind contract) from the problem's programs and triples; per program the kinds built from
+triples then take turns (I0, D0, A0, D1, A1, ...), so a later cap keeps a mix. Builders are
 pure: they read triples, never the problem's hidden tests.
 """
 
@@ -22,31 +23,23 @@ def build_tasks(
     opts: BuildOptions,
 ) -> tuple[list[Task], list[Rejection]]:
     """All candidate tasks of the round (phase 4 filters them), in a stable order: per
-    problem first the kinds that build one task per problem, then per program the others."""
-    tasks, rejections = _per_problem_tasks(problems, programs, triples, kind_names, opts)
-    by_problem = {p.problem_id: p for p in problems}
-    by_program: dict[str, list[IOTriple]] = {}
+    problem first the kinds that build one task per problem, then, per program, the others
+    taking turns."""
+    kinds = [kind_of(name) for name in kind_names]
+    programs_of: dict[str, list[Program]] = {}
+    triples_of: dict[str, list[IOTriple]] = {}
+    for p in programs:
+        programs_of.setdefault(p.problem_id, []).append(p)
     for t in triples:
-        by_program.setdefault(t.program_id, []).append(t)
-    kinds = [kind_of(name) for name in kind_names if not per_problem(kind_of(name))]
-    for program in programs:
-        mine = by_program.get(program.program_id, [])
-        if not mine:
-            continue
-        built = [kind.build(by_problem[program.problem_id], program, mine, opts) for kind in kinds]
-        for turn in zip_longest(*(made for made, _ in built)):
-            tasks.extend(t for t in turn if t is not None)
-        rejections.extend(r for _, rejected in built for r in rejected)
-    return tasks, rejections
-
-
-def _per_problem_tasks(problems, programs, triples, kind_names, opts: BuildOptions) -> tuple[list[Task], list[Rejection]]:
+        triples_of.setdefault(t.problem_id, []).append(t)
     tasks, rejections = [], []
-    for kind in [kind_of(name) for name in kind_names if per_problem(kind_of(name))]:
-        for problem in problems:
-            pid = problem.problem_id
-            made, rejected = kind.build_problem(problem, [p for p in programs if p.problem_id == pid],
-                                                [t for t in triples if t.problem_id == pid], opts)  # fmt: skip
-            tasks += made
-            rejections += rejected
+    for problem in problems:
+        pid = problem.problem_id
+        built = [(kind, kind.build_problem(problem, programs_of.get(pid, []), triples_of.get(pid, []), opts)) for kind in kinds]
+        rejections += [r for _, (_, rejected) in built for r in rejected]
+        tasks += [t for kind, (made, _) in built if per_problem(kind) for t in made]
+        for program in programs_of.get(pid, []):
+            mine = [[t for t in made if t.program_id == program.program_id] for kind, (made, _) in built if not per_problem(kind)]
+            for turn in zip_longest(*mine):
+                tasks.extend(t for t in turn if t is not None)
     return tasks, rejections

@@ -25,6 +25,7 @@ from unified.run import metrics
 from unified.run.components import Components, build_components, check_inputs, close, phase_engine, save
 from unified.config import UserError, check_machine, to_yaml, validate
 from unified.run.phase5 import Phase5Result, train_on_tasks
+from unified.kinds import SOLVE
 from unified.pipeline.parquet_io import write_round, write_rows
 from unified.pipeline.phases import build_round_data
 from unified.run.runlog import FolderGuard, RunLock, RunLog, check_run_folder, memory_stats
@@ -171,11 +172,11 @@ def _agreement(run: Components, data) -> dict:
     problems got one, how often it passes the hidden tests (evaluation only: measured here,
     never fed back) and how often it contradicts a visible example. Every round."""
     pipeline = run.cfg.pipeline
-    if pipeline.solve_source == "visible" or "solve" not in pipeline.kinds:
+    if pipeline.solve_source == "visible" or SOLVE not in pipeline.kinds:
         return {}
     from unified.pipeline.evaluation import programs_pass_hidden
 
-    solve = [t for t in data.candidate_tasks if t.kind == "solve"]
+    solve = [t for t in data.candidate_tasks if t.kind == SOLVE]
     passes = programs_pass_hidden(data.problems, {t.problem_id: t.program for t in solve}, run.executor.run_batch)
     return metrics.agreement_metrics(all_gather(metrics.agreement_counts(data.problems, solve, passes)))
 
