@@ -18,7 +18,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from unified.errors import UserError
 
-if TYPE_CHECKING:  # composing a config imports no stage (schema.py imports the pipeline's)
+if TYPE_CHECKING:  # composing a config imports no torch: schema.py gathers each group's torch-free class
     from unified.schema import TrainConfig
 
 CONFIG_DIR = Path(__file__).resolve().parent.parent / "configs"

@@ -3,9 +3,8 @@
 problems -> programs -> IPO triples -> tasks -> rollouts -> samples -> update -> weights.
 
 `unified.trainer` (model work) imports no module of `unified.pipeline` (CPU work), nor
-the other way round: what passes between them is these types (the trainer also reads
-`unified.schema`, the typed config, which holds the pipeline's settings among the others),
-and they meet only in folders layered above both (the round loop in `unified.run`,
+the other way round: what passes between them is these types (each reads its own config
+groups: `unified.trainer.config`, `unified.pipeline.config`), and they meet only in folders layered above both (the round loop in `unified.run`,
 `unified.eval`, `unified.models`; tests/test_layout.py checks both rules).
 
 All are frozen: a stage never edits what an earlier stage produced. Python values (test

@@ -1,4 +1,4 @@
-"""Score existing EvalPlus-format samples without a model (`unified.eval.evaluate --samples`).
+"""Score existing EvalPlus-format samples without a model (`python -m unified.eval --samples FILE.jsonl`).
 
 A samples file has one JSON object per line: `task_id` and either `solution` (the whole
 program, EvalPlus's preferred form) or `completion` (text that continues the benchmark's
@@ -64,31 +64,5 @@ def score_samples(problems: Sequence, solutions: dict[str, str], executor) -> di
 
     if any(case.expected is None for p in problems for case in p.hidden):  # MBPP+: from the canonical solution
         problems = with_expected_outputs(problems, executor.run_batch if hasattr(executor, "run_batch") else executor)
-    if hasattr(evaluation, "score_samples"):  # the sandbox's: EvalPlus's rules and sanitizer
-        return evaluation.score_samples(problems, solutions, executor)
-    return _score_here(problems, solutions, executor)
+    return evaluation.score_samples(problems, solutions, executor)  # EvalPlus's rules and sanitizer
 
-
-def _score_here(problems: Sequence, solutions: dict[str, str], executor) -> dict[str, float | None]:
-    from unified.pipeline.evaluation import has_hidden_tests, hidden_calls, passes_hidden
-    from unified.text.extract import extract_code
-    from unified.text.prompts import with_prompt_imports
-
-    run_batch = executor.run_batch if hasattr(executor, "run_batch") else executor
-    calls, spans, scores = [], {}, {}
-    for p in problems:
-        code = extract_code(solutions[p.problem_id], p.entry_point)
-        if not has_hidden_tests(p):
-            scores[p.problem_id] = None
-        elif code is None:
-            scores[p.problem_id] = 0.0
-        else:
-            batch = hidden_calls(p, with_prompt_imports(p, code))
-            spans[p.problem_id] = (len(calls), len(calls) + len(batch))
-            calls.extend(batch)
-    results = run_batch(calls) if calls else []
-    for p in problems:
-        if p.problem_id in spans:
-            lo, hi = spans[p.problem_id]
-            scores[p.problem_id] = float(passes_hidden(p, results[lo:hi]))
-    return {p.problem_id: scores[p.problem_id] for p in problems}

@@ -1,8 +1,10 @@
 """Phase 5 rewards: a completion for a task -> (reward, parse-failure reason or None).
 
-The task's kind (`unified.kinds`) reads the answer, says what to run and scores it. An
-answer that cannot be read gets `format_penalty` (e.g. -0.5, or 0 to not punish format),
-a readable wrong answer 0, a right one 1 (or a share, with partial credit).
+The task's kind (`unified.kinds`) reads the answer, says what to run and scores it: a
+readable answer gets what the kind's `reward` says (0 wrong, 1 right, a share with partial
+credit, solve's `graded` levels). An answer that cannot be read gets `format_penalty`
+(-0.5 by default) or, under `format_penalty_when=no_signal` (the default), only in a batch
+where correctness alone gives no group any signal; otherwise its kind's `readable_floor`.
 
 Split in three so a round's rollouts are scored with ONE executor batch:
 `parse_answer` (pure) -> the kind's `calls` (what to execute) -> `reward_from_results` (pure).

@@ -79,10 +79,10 @@ def outcome_token_rewards(rewards: torch.Tensor, response_mask: torch.Tensor) ->
 def compute_advantages(
     rewards: Sequence[float] | torch.Tensor,
     response_mask: torch.Tensor,
-    groups: Sequence[str],
+    groups: Sequence[int],
     cfg: AlgorithmConfig = AlgorithmConfig(),
 ) -> torch.Tensor:
-    """(B, R) advantages; samples with the same `groups` entry are normalised together."""
+    """(B, R) advantages; samples with the same `groups` entry (`Sample.group`: one per prompt) are normalised together."""
     rewards = torch.as_tensor(rewards, dtype=torch.float32)
     mask = response_mask.float()
     fn = core_algos.get_adv_estimator_fn(cfg.adv_estimator)
