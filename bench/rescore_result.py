@@ -82,7 +82,7 @@ def main() -> int:
     hidden.update({s["seed"]: s["per_problem_after"] for s in original["seeds"][1:]})
     classes = [c.get("per_problem_class", {}) for c in controls]
     result = {
-        "source": str(args.result.relative_to(REPO)) if args.result.resolve().is_relative_to(REPO) else str(args.result),
+        "source": str(args.result.resolve().relative_to(REPO)) if args.result.resolve().is_relative_to(REPO) else str(args.result),
         "benchmark": bench, "problems": ids, "model_path": original["model_path"],
         "metric": {"hidden": "greedy pass@1 on the hidden tests only (MBPP+: plus inputs; HumanEval: check's calls)",
                    "evalplus": "EvalPlus's pass@1 of the same greedy samples (MBPP+: base + plus inputs, its 'plus' "
