@@ -66,3 +66,13 @@ def test_flips_keep_their_classes_and_split_into_format_and_logic_fixes():
                              {"problem": "b", "before": "wrong_answer", "after": "pass"}]  # fmt: skip
     assert out["lost"] == [{"problem": "c", "before": "pass", "after": "exception"}]
     assert (out["gained_format_fixes"], out["gained_logic_fixes"], out["gained_unclassified"]) == (1, 1, 0)
+
+
+def test_the_agreement_labels_accuracy_is_scored_on_the_hidden_tests(problems, executor):
+    # `run.loop._agreement`'s measurement: which problems' label programs pass their hidden tests
+    from unified.pipeline.benchmarks import with_expected_outputs
+    from unified.pipeline.evaluation import programs_pass_hidden
+
+    scored = with_expected_outputs(problems[:2], executor.run_batch)
+    codes = {scored[0].problem_id: scored[0].canonical_solution, scored[1].problem_id: f"def {scored[1].entry_point}(*a):\n    return 0\n"}
+    assert programs_pass_hidden(scored, codes, executor.run_batch) == {scored[0].problem_id: True, scored[1].problem_id: False}

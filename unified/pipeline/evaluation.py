@@ -134,3 +134,18 @@ def graded(
 def _right_per_case(problem: Problem, results: Sequence, cases: Sequence[TestCase] | None = None) -> list[bool]:
     cases = problem.hidden if cases is None else cases
     return [r.ok and output_matches(problem, case.args, r.value, case.expected) for r, case in zip(results, cases)]
+
+
+def programs_pass_hidden(problems: Sequence[Problem], codes: dict[str, str], run_batch) -> dict[str, bool]:
+    """problem_id -> whether `codes[problem_id]` passes every hidden case, for the problems
+    that have hidden tests and a code (the agreement reward's label accuracy: measured, never
+    fed back)."""
+    calls, spans = [], []
+    for problem in problems:
+        code = codes.get(problem.problem_id)
+        if code and has_hidden_tests(problem):
+            batch = hidden_calls(problem, code)
+            spans.append((problem, len(calls), len(calls) + len(batch)))
+            calls.extend(batch)
+    results = run_batch(calls) if calls else []
+    return {problem.problem_id: passes_hidden(problem, results[lo:hi]) for problem, lo, hi in spans}
