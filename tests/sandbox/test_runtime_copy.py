@@ -45,3 +45,25 @@ def test_a_copy_left_by_a_dead_process_is_removed():
     runtime._remove_stale()
     assert not stale.exists()
     assert runtime.runtime_dir() is not None and runtime.runtime_dir().exists()  # this process's own stays
+
+
+@needs_root
+def test_a_forked_child_that_exits_leaves_its_parents_copy():
+    import os as _os
+
+    mine = runtime.runtime_dir()
+    pid = _os.fork()
+    if pid == 0:  # the child runs the exit handlers it inherited, as a forked worker that exits normally does
+        import atexit
+
+        atexit._run_exitfuncs()
+        _os._exit(0)
+    _os.waitpid(pid, 0)
+    assert mine.is_dir(), "a forked child's exit removed its parent's runtime copy"
+
+
+@needs_root
+def test_a_removed_copy_is_made_again_and_a_pool_never_fails_for_it():
+    runtime._rmtree(runtime.runtime_dir())
+    with Executor(ExecutorConfig(workers=1)) as ex:
+        assert ex.isolation["runtime_copy"] is True and ex.run("def f():\n    return 1", "f").value == 1

@@ -152,6 +152,7 @@ def isolate(root: str, uid: int, max_file_mb: int, cgroup: dict, copy: str = "")
     fds = _keep(cgroup if iso["cgroup"] else {}, iso["pidns"])
     statm = _statm()
     if iso["mountns"]:
+        copy = copy if copy and os.path.isdir(copy) else ""  # gone (removed under us): the host's runtime, said so
         iso["pivot"] = build_root(root, uid, max_file_mb, copy)
         iso["runtime_copy"] = iso["pivot"] and bool(copy)
     return iso, statm, fds

@@ -42,7 +42,8 @@ def runtime_dir() -> Path | None:
     """This process's runtime copy (made on first use), or None where none can be made."""
     with _lock:
         pid = os.getpid()
-        if pid not in _made:  # a forked child makes its own (the parent removes the parent's)
+        made = _made.get(pid)
+        if pid not in _made or (made is not None and not made.is_dir()):  # a forked child makes its own
             _made[pid] = _make(SHM / f"{PREFIX}{pid}")
         return _made[pid]
 
@@ -68,8 +69,15 @@ def _make(dest: Path) -> Path | None:
     except (OSError, subprocess.SubprocessError):
         shutil.rmtree(dest.with_name(dest.name + ".part"), ignore_errors=True)
         return None
-    atexit.register(_rmtree, dest)
+    atexit.register(_remove_own, dest, os.getpid())
     return dest
+
+
+def _remove_own(dest: Path, owner: int) -> None:
+    """At exit, the copy of the process that made it: a forked child inherits the handler
+    and must not take its parent's copy with it when it exits."""
+    if os.getpid() == owner:
+        _rmtree(dest)
 
 
 def manifest() -> list[str]:
