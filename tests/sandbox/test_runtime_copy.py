@@ -67,3 +67,17 @@ def test_a_removed_copy_is_made_again_and_a_pool_never_fails_for_it():
     runtime._rmtree(runtime.runtime_dir())
     with Executor(ExecutorConfig(workers=1)) as ex:
         assert ex.isolation["runtime_copy"] is True and ex.run("def f():\n    return 1", "f").value == 1
+
+
+def test_the_manifest_ignores_the_callers_loader_variables(monkeypatch, tmp_path):
+    # a process that loaded vLLM carries LD_PRELOAD / LD_LIBRARY_PATH into site-packages; the
+    # worker's loader sees neither, so the copy must hold what a clean loader resolves
+    libs = tmp_path / "lib"
+    libs.mkdir()
+    libc = next(f for f in runtime.manifest() if os.path.basename(f).startswith("libc.so"))
+    (libs / os.path.basename(libc)).write_bytes(open(os.path.realpath(libc), "rb").read())
+    monkeypatch.setenv("LD_LIBRARY_PATH", str(libs))
+    monkeypatch.setenv("LD_PRELOAD", str(libs / os.path.basename(libc)))
+    files = runtime.manifest()
+    assert not any(f.startswith(str(tmp_path)) for f in files), [f for f in files if f.startswith(str(tmp_path))][:3]
+    assert not any(f.startswith("/tmp/") for f in files)

@@ -86,7 +86,7 @@ def build_root(new_root: str, uid: int, max_file_mb: int, copy: str = "") -> boo
         return False
     inside = lambda path: new_root + path  # noqa: E731
     if copy:  # its top directories (/root, /lib, /usr, ...) over the new root, read-only
-        for name in sorted(os.listdir(copy)):
+        for name in sorted(set(os.listdir(copy)) - {"tmp", "dev", "proc", ".spent", ".old"}):  # never over the jail's own
             os.makedirs(inside("/" + name), exist_ok=True)
             if not _bind_readonly(os.path.join(copy, name), inside("/" + name)):
                 return False

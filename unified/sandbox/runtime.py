@@ -34,6 +34,10 @@ SHM = Path("/dev/shm")
 PREFIX = "unified-runtime-"
 SKIP_STDLIB = {"site-packages", "test", "idlelib", "tkinter", "turtledemo", "ensurepip", "lib2to3", "__phello__"}
 SKIP_DYNLOAD = ("_tkinter", "_test", "xxlimited", "_xx")
+# `ldd` resolves as the worker's loader will: with no LD_PRELOAD or LD_LIBRARY_PATH (a process
+# that loaded vLLM has both, pointing into site-packages, and passes them to its children)
+LOADER_ENV = {"PATH": "/usr/bin:/bin:/usr/sbin:/sbin", "LC_ALL": "C"}
+RESERVED = ("tmp", "dev", "proc", ".spent", ".old")  # the jail's own top directories
 _lock = threading.Lock()
 _made: dict[int, Path | None] = {}  # pid -> this process's copy
 
@@ -95,7 +99,7 @@ def manifest() -> list[str]:
     dynload = stdlib / "lib-dynload"
     paths = [p for p in paths if not (p.startswith(str(dynload)) and os.path.basename(p).startswith(SKIP_DYNLOAD))]
     paths += _libraries([p for p in elves if p in set(paths)])
-    return list(dict.fromkeys(paths))
+    return [p for p in dict.fromkeys(paths) if p.lstrip("/").split("/")[0] not in RESERVED]
 
 
 def _stdlib() -> Path:
@@ -107,7 +111,8 @@ def _libraries(elves: list[str]) -> list[str]:
     them, plus the real files behind symlinked ones."""
     out: list[str] = []
     for chunk in range(0, len(elves), 64):
-        text = subprocess.run(["ldd", *elves[chunk : chunk + 64]], capture_output=True, text=True, timeout=60).stdout
+        text = subprocess.run(["ldd", *elves[chunk : chunk + 64]], capture_output=True, text=True, timeout=60,
+                              env=LOADER_ENV).stdout
         for line in text.splitlines():
             parts = line.split()
             path = parts[2] if "=>" in parts and len(parts) > 2 else (parts[0] if parts and parts[0].startswith("/") else "")
