@@ -27,7 +27,7 @@ the kernel refuses them to the call anyway. Denied with EPERM (no test program n
   shared runtime file is a bit other calls can test) and file-system watches
   (inotify_init*, fanotify_init: they see other processes open the runtime);
 - sockets of any family but AF_UNIX: the network namespace has no interface, but netlink
-  reply buffers are not charged to the call's memory cgroup (~320 MiB held under a 64 MiB
+  reply buffers are not charged to the call's memory cgroup (reported: ~320 MiB held under a 64 MiB
   limit) and AF_VSOCK reaches the VM's host;
 - setsid when `deny_setsid` (a PID namespace per call: the harness needs no session of
   its own, and a new session is a new scheduler autogroup, out of reach of the zygote's
