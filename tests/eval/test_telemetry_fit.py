@@ -33,7 +33,7 @@ def test_metered_engine_attributes_greedy_to_evaluation_and_sampling_to_generati
     class Engine:
         version = 4
 
-        def generate(self, prompts, sampling, shapes=None):
+        def generate(self, prompts, sampling, shapes=None, ends=None):
             return [[completion] * sampling.n for _ in prompts]
 
     ledger = ComputeLedger()

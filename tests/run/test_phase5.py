@@ -8,6 +8,8 @@ from types import SimpleNamespace
 
 import pytest
 
+from unified.text.stops import FENCE_END, AnswerEnd
+
 from unified.kinds import BuildOptions
 from unified.pipeline.phases import PipelineConfig
 from unified.pipeline.tasks import build_tasks
@@ -70,10 +72,11 @@ class RecordingEngine:
     """Answers every prompt with wrong code and records what it was asked to generate."""
 
     def __init__(self, names):
-        self.names, self.asked = names, []
+        self.names, self.asked, self.ends = names, [], []
 
-    def generate(self, prompts, sampling, shapes=None):
+    def generate(self, prompts, sampling, shapes=None, ends=None):
         self.asked.append(list(prompts))
+        self.ends.append(list(ends))
         return [[_completion(WRONG.format(self._name(p)), version=7) for _ in range(sampling.n)] for p in prompts]
 
     def _name(self, messages):
@@ -126,3 +129,4 @@ def test_no_reuse_generates_every_task_in_chunks(executor):
                             update_weights=False, reuse={t.prompt: [_completion("x", version=0)] * 2 for t in tasks})  # fmt: skip
     assert result.reused_groups == 0  # version 0 is too old at version 5
     assert engine.asked == [[t.messages] for t in tasks] and len(result.rollouts) == 6
+    assert engine.ends == [[AnswerEnd(FENCE_END, t.entry_point)] for t in tasks]  # free-text answers stop at their end

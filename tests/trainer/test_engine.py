@@ -305,3 +305,32 @@ def test_rollout_compile_picks_vllms_eager_or_compiled_path(on_cpu, compile_mode
 
     kwargs = _llm_arguments("m", on_cpu, "bfloat16", 0, 0, 512, 1, compile_model)
     assert kwargs["enforce_eager"] is eager
+
+
+@pytest.mark.parametrize("backend", ["vllm", "hf"])
+def test_engine_stops_where_the_answer_ends_and_continues_a_false_stop(vllm_engine, backend, monkeypatch):
+    """The real backends stop at an answer's end marker (vLLM's stop string, kept in the
+    text; hf cuts its finished rows), and on vLLM a match that does not close the answer
+    goes on from the completion's own tokens (here a first match is made not to close)."""
+    from collections import Counter
+
+    from unified.text import stops
+    from unified.trainer import engine_base
+
+    engine = vllm_engine if backend == "vllm" else build_engine("hf", str(default_model_dir()), allow_another=True)
+    greedy = SamplingConfig(n=1, temperature=0.0, max_tokens=48)
+    [[free]] = engine.generate([PROMPTS[0]], greedy)
+    marker = Counter(free.text).most_common(1)[0][0]  # a character the greedy text holds several times
+    first = free.text.index(marker) + 1
+    [[stopped]] = engine.generate([PROMPTS[0]], greedy, ends=[stops.AnswerEnd(marker)])
+    assert stopped.text.startswith(free.text[:first]) and stopped.finish_reason == "stop"
+    assert stopped.text.count(marker) == 1 and len(stopped.token_ids) < len(free.token_ids)
+    assert free.token_ids[: len(stopped.token_ids)] == stopped.token_ids
+
+    if backend == "hf":
+        return  # hf cuts finished rows: it never stops falsely, so nothing is continued
+    closes = stops.answer_end
+    monkeypatch.setattr(engine_base, "answer_end", lambda text, end: closes(text, end) if text.count(end.marker) > 1 else None)
+    [[again]] = engine.generate([PROMPTS[0]], greedy, ends=[stops.AnswerEnd(marker)])
+    assert again.text.startswith(stopped.text) and again.text.count(marker) >= 2 or again.finish_reason == "length"
+    assert again.token_ids[: len(stopped.token_ids)] == stopped.token_ids and len(again.logprobs) == len(again.token_ids)

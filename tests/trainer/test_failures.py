@@ -20,11 +20,11 @@ class _FlakyBackend(Engine):
         super().__init__(tokenizer, max_model_len=256, retries=3, retry_backoff_s=0.01)
         self.fails, self.calls, self.cleanups = fails, 0, 0
 
-    def _generate_ids(self, prompt_ids, sampling, seeds, shapes):
+    def _generate_ids(self, requests, sampling):
         self.calls += 1
         if self.calls <= self.fails:
             raise RuntimeError(f"transient failure {self.calls}")
-        return [[((5, 6), (-0.5, -0.25), "stop")] * sampling.n for _ in prompt_ids]
+        return [[((5, 6), (-0.5, -0.25), "stop")] * sampling.n for _ in requests]
 
     def _after_error(self):
         self.cleanups += 1

@@ -63,8 +63,8 @@ class _Recorder:
         self.generator = generator
         self.outputs: list = []
 
-    def generate(self, prompts, sampling, shapes=None):
-        out = self.generator.generate(prompts, sampling, shapes)
+    def generate(self, prompts, sampling, shapes=None, ends=None):
+        out = self.generator.generate(prompts, sampling, shapes, ends)
         self.outputs = out
         return out
 

@@ -11,9 +11,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Optional, Sequence
 
-from unified.kinds import KINDS, SELF_PLAY, SOLVE, kind_of, per_problem
+from unified.kinds import KINDS, SELF_PLAY, SOLVE, kind_of, per_problem, raw_answer
 from unified.kinds.agreement import SOURCES as SOLVE_SOURCES
 from unified.kinds.solve import REWARDS as SOLVE_REWARDS
+from unified.text.stops import AnswerEnd, for_answer
 from unified.types import Task
 
 SEED_PROGRAMS = ("none", "canonical")
@@ -54,6 +55,9 @@ class PipelineConfig:
     format_penalty: float = -0.5  # reward of an unreadable answer
     format_penalty_when: str = "no_signal"  # "always" | "no_signal": only in a batch where correctness alone gives no group signal
     max_output_chars: int = 1000  # longer output literals are rejected
+    # stop each free-text completion where its answer ends (text/stops.py: the fence that closes a
+    # program, the closing </answer> tag) instead of running on to EOS; evaluation never stops early
+    stop_at_answer: bool = True
 
     def __post_init__(self):
         object.__setattr__(self, "mix", tuple(str(m) for m in self.mix))
@@ -107,6 +111,19 @@ class PipelineConfig:
     def shape(self, task: Task) -> str | None:
         """The grammar `task`'s answers are decoded in, or None (free text)."""
         return kind_of(task.kind).answer_shape(task) if task.kind in self.constrain else None
+
+    def answer_end(self, task: Task) -> AnswerEnd | None:
+        """Where `task`'s answers stop (`stop_at_answer`), or None: run on to EOS (a shaped
+        answer's grammar ends it anyway)."""
+        if not self.stop_at_answer or task.kind in self.constrain:
+            return None
+        return for_answer(raw_answer(kind_of(task.kind)), task.entry_point)
+
+    def program_end(self, entry_point: str) -> AnswerEnd | None:
+        """Where phase 1's programs stop: they are the solve kind's answers."""
+        if not self.stop_at_answer or SOLVE in self.constrain:
+            return None
+        return for_answer(raw_answer(kind_of(SOLVE)), entry_point)
 
 
 def _shares(mix: Sequence[str]) -> dict[str, float]:

@@ -9,16 +9,18 @@ from __future__ import annotations
 
 from typing import Callable, Protocol, Sequence
 
+from unified.text.stops import AnswerEnd, cut
 from unified.types import Completion, SamplingConfig
 
 Prompt = Sequence[dict]  # chat messages: [{"role": "user", "content": ...}]
 
 
 class Generator(Protocol):
-    def generate(self, prompts: Sequence[str | Prompt], sampling: SamplingConfig,
-                 shapes: Sequence[str | None] | None = None) -> list[list[Completion]]:  # fmt: skip
+    def generate(self, prompts: Sequence[str | Prompt], sampling: SamplingConfig, shapes: Sequence[str | None] | None = None,
+                 ends: Sequence[AnswerEnd | None] | None = None) -> list[list[Completion]]:  # fmt: skip
         """Per prompt, `sampling.n` completions, in prompt order; `shapes`: per prompt, the
-        grammar its completions are decoded in (None: free text)."""
+        grammar its completions are decoded in (None: free text); `ends`: per prompt, where
+        its answer ends, so the completion stops there (`text.stops`; None: run on)."""
         ...
 
 
@@ -48,14 +50,17 @@ class ScriptedGenerator:
         self.respond = respond
         self.calls: list[tuple[list[str], SamplingConfig]] = []
         self.shapes: list[list[str | None]] = []  # per call, the shape asked for each prompt
+        self.ends: list[list[AnswerEnd | None]] = []  # per call, the answer end asked for each prompt
 
-    def generate(self, prompts: Sequence[str | Prompt], sampling: SamplingConfig, shapes=None) -> list[list[Completion]]:
+    def generate(self, prompts: Sequence[str | Prompt], sampling: SamplingConfig, shapes=None, ends=None) -> list[list[Completion]]:
         texts = [prompt_text(p) for p in prompts]
         self.calls.append((texts, sampling))
         self.shapes.append(list(shapes) if shapes is not None else [None] * len(texts))
+        ends = list(ends) if ends is not None else [None] * len(texts)
+        self.ends.append(ends)
         out = []
-        for text in texts:
+        for text, end in zip(texts, ends):
             answers = list(self.respond(text, sampling)) or [""]
             answers = (answers * sampling.n)[: sampling.n]
-            out.append([completion(a) for a in answers])
+            out.append([completion(cut(a, end)) for a in answers])  # stopped where an engine would stop
         return out

@@ -107,7 +107,8 @@ def _phase_1(problems, generator: Generator, executor, cfg: PipelineConfig, roun
     if cfg.num_programs > 0:
         sampling = program_sampling(cfg, round_seed)
         shaped = SOLVE in cfg.constrain  # phase 1's programs are the solve kind's groups: one distribution
-        generated, completions = _collect(rejections, phase1.generate_programs(problems, generator, sampling, shaped))
+        generated, completions = _collect(rejections, phase1.generate_programs(problems, generator, sampling, shaped,
+                                                                               cfg.program_end))  # fmt: skip
         candidates += generated
     kept = _collect(rejections, phase1.deduplicate(candidates))
     passing = _collect(rejections, phase1.check_visible(kept, problems, executor.run_batch))

@@ -12,25 +12,29 @@ tasks from. Such programs carry source="canonical".
 
 from __future__ import annotations
 
-from typing import Sequence
+from typing import Callable, Sequence
 
 from unified.kinds.shapes import code_answer
 from unified.sandbox.executor import ExecCall
 from unified.pipeline.generation import Generator, SamplingConfig, user_message
 from unified.text.extract import code_key, extract_program
+from unified.text.stops import AnswerEnd
 from unified.text.prompts import display, program_prompt, with_prompt_imports
 from unified.types import Problem, Program, Rejection
 from unified.values import values_equal
 
 
 def generate_programs(
-    problems: Sequence[Problem], generator: Generator, sampling: SamplingConfig, shaped: bool = False
+    problems: Sequence[Problem], generator: Generator, sampling: SamplingConfig, shaped: bool = False,
+    end: Callable[[str], AnswerEnd | None] = lambda entry_point: None,
 ) -> tuple[tuple[list[Program], dict], list[Rejection]]:
     """K completions per problem -> (programs that parse and define the entry point,
     problem id -> all K completions as sampled), rejections. `shaped`: decoded in the solve
-    kind's shape (a ```python block that defines the entry point, kinds/shapes.py)."""
+    kind's shape (a ```python block that defines the entry point, kinds/shapes.py); `end`:
+    entry point -> where a completion stops (`PipelineConfig.program_end`)."""
     shapes = [code_answer(p.entry_point, tagged=False) for p in problems] if shaped else None
-    outputs = generator.generate([user_message(program_prompt(p)) for p in problems], sampling, shapes)
+    ends = [end(p.entry_point) for p in problems]
+    outputs = generator.generate([user_message(program_prompt(p)) for p in problems], sampling, shapes, ends)
     programs, rejections = [], []
     by_problem = {problem.problem_id: tuple(group) for problem, group in zip(problems, outputs)}
     for problem, completions in zip(problems, outputs):

@@ -110,7 +110,8 @@ def train_on_tasks(
         seed = None if sampling.seed is None else sampling.seed + 1000 * c
         with _timed(seconds, "generate"):
             shapes = [pipeline.shape(t) for t in chunk]  # answers decoded in their kind's shape (pipeline.constrain)
-            outputs = engine.generate([t.messages for t in chunk], replace(sampling, seed=seed), shapes) if chunk else []
+            ends = [pipeline.answer_end(t) for t in chunk]  # free-text answers stop where they end (stop_at_answer)
+            outputs = engine.generate([t.messages for t in chunk], replace(sampling, seed=seed), shapes, ends) if chunk else []
         with _timed(seconds, "score"):
             scores = score_rollouts(chunk, outputs, executor, pipeline) if chunk else []
         run_chunk(chunk, outputs, scores)

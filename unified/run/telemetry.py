@@ -81,10 +81,10 @@ class MeteredEngine:
     def __init__(self, engine, ledger: ComputeLedger):
         self.engine, self.ledger = engine, ledger
 
-    def generate(self, prompts, sampling, shapes=None):
+    def generate(self, prompts, sampling, shapes=None, ends=None):
         role = "evaluation" if sampling.temperature <= 0 else "generation"
         with self.ledger.measure(role):
-            out = self.engine.generate(prompts, sampling, shapes)
+            out = self.engine.generate(prompts, sampling, shapes, ends)
         self.ledger.add_tokens(role, sum(len(c.token_ids) for group in out for c in group))
         return out
 

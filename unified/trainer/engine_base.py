@@ -15,17 +15,33 @@ from __future__ import annotations
 
 import logging
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Iterable, Iterator, Sequence
 
 import torch
 
+from unified.text.stops import AnswerEnd, answer_end
 from unified.types import Completion, SamplingConfig
 
 log = logging.getLogger("unified")
 
 Prompt = str | Sequence[dict]
 Weights = Iterable[tuple[str, torch.Tensor]]
+
+
+STOP_STRING = "stop_string"  # a backend's finish reason: the request's answer-end marker matched
+
+
+@dataclass(frozen=True)
+class Request:
+    """One prompt as a backend generates it: its token ids, seed, grammar (None: free text),
+    answer end (None: run to EOS) and budget of new tokens."""
+
+    prompt_ids: list[int]
+    seed: int | None
+    shape: str | None
+    end: AnswerEnd | None
+    limit: int
 
 
 class WeightsRejected(ValueError):
@@ -74,26 +90,32 @@ class Engine:
         )
         return list(self.tokenizer(text, add_special_tokens=False)["input_ids"])
 
-    def generate(self, prompts: Sequence[Prompt], sampling: SamplingConfig,
-                 shapes: Sequence[str | None] | None = None) -> list[list[Completion]]:  # fmt: skip
+    def generate(self, prompts: Sequence[Prompt], sampling: SamplingConfig, shapes: Sequence[str | None] | None = None,
+                 ends: Sequence[AnswerEnd | None] | None = None) -> list[list[Completion]]:  # fmt: skip
         """Per prompt, `sampling.n` completions. A prompt too long for the context gets
         `finish_reason="error"` completions instead of failing the whole batch. `shapes`:
         per prompt, a grammar (`unified.kinds.shapes`, xgrammar EBNF) its completions are
-        decoded in, or None for free text; such completions are `constrained`."""
+        decoded in, or None for free text; such completions are `constrained`. `ends`: per
+        prompt, where its answer ends (`unified.text.stops`): a completion stops there
+        (finish "stop") instead of running on to EOS or the budget; ignored where a shape
+        is given (the grammar ends the answer)."""
         if not self.healthy:
             raise RuntimeError("engine weights are invalid after a failed push; push again first")
         if self.asleep:
             raise RuntimeError("the engine is asleep (sleep mode): wake_up() before generating")
         shapes = list(shapes) if shapes is not None else [None] * len(prompts)
-        if len(shapes) != len(prompts):
-            raise ValueError(f"{len(shapes)} shapes for {len(prompts)} prompts")
+        ends = list(ends) if ends is not None else [None] * len(prompts)
+        if len(shapes) != len(prompts) or len(ends) != len(prompts):
+            raise ValueError(f"{len(shapes)} shapes and {len(ends)} answer ends for {len(prompts)} prompts")
         if any(shapes) and not self.SHAPES:
             raise ValueError(f"the {type(self).__name__} backend cannot decode in an answer shape; "
                              "use rollout=vllm_cpu or rollout=vllm, or set pipeline.constrain=[]")  # fmt: skip
+        ends = [None if shape else end for shape, end in zip(shapes, ends)]
         ids = [self.encode(p) for p in prompts]
         fits = [i for i, p in enumerate(ids) if len(p) < self.max_model_len]
-        seeds = [None if sampling.seed is None else sampling.seed + i for i in fits]
-        raw = self._with_retries([ids[i] for i in fits], sampling, seeds, [shapes[i] for i in fits]) if fits else []
+        requests = [Request(ids[i], None if sampling.seed is None else sampling.seed + i, shapes[i], ends[i],
+                             max(1, min(sampling.max_tokens, self.max_model_len - len(ids[i])))) for i in fits]  # fmt: skip
+        raw = self._until_answer_ends(requests, sampling) if fits else []
         out: list[list[Completion]] = []
         by_index = dict(zip(fits, raw))
         for i, p in enumerate(ids):
@@ -104,16 +126,48 @@ class Engine:
             out.append([self._completion(p, t, lp, fr, bool(shapes[i])) for t, lp, fr in by_index[i]])
         return out
 
+    def _until_answer_ends(self, requests: list[Request], sampling: SamplingConfig) -> list[list[tuple]]:
+        """Generate; a completion that a stop string ended where its answer had not closed
+        yet (`stops.answer_end`: e.g. a bare ``` that opens a block) continues from its own
+        tokens, with its remaining budget, until its answer closes, EOS or the budget.
+        Stopping is a function of the text so far, so a continued completion has the
+        distribution of one never stopped up to its answer's end."""
+        raw = [list(group) for group in self._with_retries(requests, sampling)]
+        greedy = sampling.temperature <= 0  # n copies of one completion: continue one, copy it
+        pending = [(i, j) for i, group in enumerate(raw) for j in range(1 if greedy else len(group))]
+        for step in range(1, sampling.max_tokens + 1):  # each continuation adds >= 1 token
+            todo = []
+            for i, j in pending:
+                tokens, logprobs, finish = raw[i][j]
+                if finish != STOP_STRING:
+                    continue
+                text = self.tokenizer.decode(list(tokens), skip_special_tokens=True)
+                if answer_end(text, requests[i].end) is not None:
+                    raw[i][j] = (tokens, logprobs, "stop")
+                elif len(tokens) >= requests[i].limit:
+                    raw[i][j] = (tokens, logprobs, "length")
+                else:
+                    todo.append((i, j))
+            if not todo:
+                break
+            more = [replace(requests[i], prompt_ids=requests[i].prompt_ids + list(raw[i][j][0]),
+                            seed=None if requests[i].seed is None else requests[i].seed + 7919 * step,
+                            limit=requests[i].limit - len(raw[i][j][0])) for i, j in todo]  # fmt: skip
+            for (i, j), [(tokens, logprobs, finish)] in zip(todo, self._with_retries(more, replace(sampling, n=1))):
+                raw[i][j] = (raw[i][j][0] + tokens, raw[i][j][1] + logprobs, finish)
+            pending = todo
+        return [[group[0]] * len(group) for group in raw] if greedy else raw
+
     def _completion(self, prompt_ids, token_ids, logprobs, finish_reason, constrained: bool = False) -> Completion:
         text = self.tokenizer.decode(list(token_ids), skip_special_tokens=True)
         return Completion(
             text, tuple(prompt_ids), tuple(token_ids), tuple(logprobs), finish_reason, self.version, constrained
         )
 
-    def _with_retries(self, prompt_ids, sampling, seeds, shapes):
+    def _with_retries(self, requests: list[Request], sampling: SamplingConfig):
         for attempt in range(self.retries + 1):
             try:
-                return self._generate_ids(prompt_ids, sampling, seeds, shapes)
+                return self._generate_ids(requests, sampling)
             except Exception as exc:  # noqa: BLE001 - any backend error is retried, then raised
                 self._after_error()
                 if attempt == self.retries:
@@ -122,9 +176,11 @@ class Engine:
                 log.warning("generation failed (%s); retry %d/%d in %.2fs", exc, attempt + 1, self.retries, wait)
                 time.sleep(wait)
 
-    def _generate_ids(self, prompt_ids, sampling, seeds, shapes):
-        """-> per prompt, n tuples (token_ids, logprobs, finish_reason); `shapes` per prompt
-        (None: free text; only backends with `SHAPES` get any)."""
+    def _generate_ids(self, requests: list[Request], sampling: SamplingConfig) -> list[list[tuple]]:
+        """-> per request, `sampling.n` tuples (token_ids, logprobs, finish_reason): "stop"
+        (EOS), "length", or `STOP_STRING` when the request's `end.marker` ended it (the
+        marker's text kept in the tokens); at most `request.limit` new tokens. Only backends
+        with `SHAPES` get requests with a `shape`."""
         raise NotImplementedError
 
     def _after_error(self) -> None:

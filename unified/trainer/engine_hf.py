@@ -22,6 +22,7 @@ import os
 import torch
 
 from unified.trainer.distributed import resolve_dtype
+from unified.text.stops import answer_end
 from unified.trainer.engine_base import Engine
 
 
@@ -45,9 +46,9 @@ class HFEngine(Engine):
         super().__init__(tokenizer, max_model_len, retries, retry_backoff_s)
 
     @torch.no_grad()
-    def _generate_ids(self, prompt_ids, sampling, seeds, shapes):
+    def _generate_ids(self, requests, sampling):
         n = sampling.n
-        rows = [p for p in prompt_ids for _ in range(n)]
+        rows = [r.prompt_ids for r in requests for _ in range(n)]
         width = max(len(r) for r in rows)
         input_ids = torch.full((len(rows), width), self.pad_id, dtype=torch.long)
         attention = torch.zeros_like(input_ids)
@@ -56,7 +57,7 @@ class HFEngine(Engine):
             attention[i, width - len(r):] = 1
         greedy = sampling.temperature <= 0
         gen_kwargs = dict(
-            max_new_tokens=max(1, min(sampling.max_tokens, self.max_model_len - width)),
+            max_new_tokens=max(1, min(max(r.limit for r in requests), self.max_model_len - width)),
             do_sample=not greedy,
             output_scores=True,
             return_dict_in_generate=True,
@@ -66,24 +67,31 @@ class HFEngine(Engine):
         if not greedy:
             gen_kwargs.update(temperature=sampling.temperature, top_p=sampling.top_p, top_k=0)
         inputs = dict(input_ids=input_ids.to(self.device), attention_mask=attention.to(self.device))
-        if seeds[0] is None:  # the global RNG, as vLLM does
+        if requests[0].seed is None:  # the global RNG, as vLLM does
             out = self.model.generate(**inputs, **gen_kwargs)
         else:
             with torch.random.fork_rng(devices=[self.device] if self.device.type == "cuda" else []):
-                torch.manual_seed(seeds[0])
+                torch.manual_seed(requests[0].seed)
                 out = self.model.generate(**inputs, **gen_kwargs)
         new = out.sequences[:, width:].cpu()
         logps = self.model.compute_transition_scores(out.sequences, out.scores, normalize_logits=True).float().cpu()
-        result = []
-        for i in range(len(prompt_ids)):
-            per_prompt = []
-            for j in range(i * n, (i + 1) * n):
-                tokens = new[j].tolist()
-                stop = next((k for k, t in enumerate(tokens) if t in self.eos_ids), None)
-                end = len(tokens) if stop is None else stop + 1
-                per_prompt.append((tuple(tokens[:end]), tuple(logps[j, :end].tolist()), "length" if stop is None else "stop"))
-            result.append(per_prompt)
-        return result
+        return [[self._one(new[j].tolist(), logps[j], r) for j in range(i * n, (i + 1) * n)] for i, r in enumerate(requests)]
+
+    def _one(self, tokens: list[int], logps: torch.Tensor, request) -> tuple:
+        """One row as (tokens, log-probs, finish): cut at EOS, at the request's budget, and
+        at the first token where its answer closes (the whole text is known here, so no
+        false stop needs continuing)."""
+        stop = next((k for k, t in enumerate(tokens) if t in self.eos_ids), None)
+        end, finish = (len(tokens), "length") if stop is None else (stop + 1, "stop")
+        if end > request.limit:
+            end, finish = request.limit, "length"
+        if request.end is not None:
+            closed = answer_end(self.tokenizer.decode(tokens[:end], skip_special_tokens=True), request.end)
+            if closed is not None:  # the first token whose text reaches the answer's end
+                end = next(k for k in range(1, end + 1)
+                           if len(self.tokenizer.decode(tokens[:k], skip_special_tokens=True)) >= closed)  # fmt: skip
+                finish = "stop"
+        return tuple(tokens[:end]), tuple(logps[:end].tolist()), finish
 
     @torch.no_grad()
     def _load(self, weights) -> None:

@@ -51,7 +51,7 @@ import time
 import torch
 
 from unified.trainer.distributed import assert_world_size, resolve_dtype
-from unified.trainer.engine_base import Engine, WeightsRejected
+from unified.trainer.engine_base import STOP_STRING, Engine, WeightsRejected
 from unified.trainer.vllm_worker_ops import KernelKeptWeight, abort_reload, direct_load, refresh_tied_heads
 
 log = logging.getLogger("unified")
@@ -155,7 +155,7 @@ class VLLMEngine(Engine):
         assert_world_size()
         super().__init__(self.llm.get_tokenizer(), max_model_len, retries, retry_backoff_s)
 
-    def _generate_ids(self, prompt_ids, sampling, seeds, shapes):
+    def _generate_ids(self, requests, sampling):
         # vLLM refuses n > 1 with greedy decoding; the n greedy completions are identical
         greedy = sampling.temperature <= 0
         n = 1 if greedy else sampling.n
@@ -164,21 +164,23 @@ class VLLMEngine(Engine):
                 n=n,
                 temperature=sampling.temperature,
                 top_p=sampling.top_p,
-                max_tokens=max(1, min(sampling.max_tokens, self.max_model_len - len(p))),
-                seed=s,
+                max_tokens=r.limit,
+                seed=r.seed,
                 logprobs=0,  # 0 extra: just the sampled token's log-prob
-                structured_outputs=None if shape is None else self._vllm.sampling_params.StructuredOutputsParams(grammar=shape),
+                structured_outputs=None if r.shape is None else self._vllm.sampling_params.StructuredOutputsParams(grammar=r.shape),
+                stop=None if r.end is None else [r.end.marker],
+                include_stop_str_in_output=True,  # the answer's closing fence or tag stays in its text
             )
-            for p, s, shape in zip(prompt_ids, seeds, shapes)
+            for r in requests
         ]
-        prompts = [{"prompt_token_ids": p} for p in prompt_ids]
-        outputs = self.llm.generate(prompts, params, use_tqdm=False)
+        outputs = self.llm.generate([{"prompt_token_ids": r.prompt_ids} for r in requests], params, use_tqdm=False)
         result = []
         for out in outputs:
             per_prompt = []
             for c in out.outputs:
                 lps = tuple(float(step[tok].logprob) for step, tok in zip(c.logprobs, c.token_ids))
-                per_prompt.append((tuple(c.token_ids), lps, _finish(c.finish_reason)))
+                finish = STOP_STRING if isinstance(c.stop_reason, str) else _finish(c.finish_reason)
+                per_prompt.append((tuple(c.token_ids), lps, finish))
             result.append(per_prompt * (sampling.n // n))
         return result
 
