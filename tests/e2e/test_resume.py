@@ -33,11 +33,13 @@ from tests.helpers.e2e import (
 # several full runs per test (fixtures included) with every core busy: the per-test hang guard
 # is wider than the suite's 900 s (no assertion depends on timing)
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(2700)]
-DET = ["trainer.deterministic=true", "trainer.save_every=1", "trainer.keep_checkpoints=3"]
+# selective sampling on: which problems a resumed round draws depends on the signal history
+# the checkpoint carries
+DET = ["trainer.deterministic=true", "trainer.save_every=1", "trainer.keep_checkpoints=3", "pipeline.selective_keep=0.5"]
 # what must agree between runs; the rest of metrics.jsonl is timing, memory or engine counts.
 # (executor/ counters are compared apart: a process's first round also counts the calls made
 # at start-up to compute the problems' expected outputs.)
-SAME_METRICS = ("tasks/", "reward/", "eval/pass@1", "losses/", "train/", "weights/")
+SAME_METRICS = ("tasks/", "reward/", "eval/pass@1", "losses/", "train/", "weights/", "selective/")
 TIMING = {"last_push_s", "pushes"}  # aggregator state that is timing, or counts the start-up sync push
 
 
@@ -105,6 +107,8 @@ def test_straight_run_trains_and_checkpoints(straight):
     assert [r["round"] for r in rows] == [1, 2, 3, 4]
     assert all(r["engine/creations"] == 1 for r in rows)
     assert all("executor/calls" in r and r["executor/calls"] > 0 for r in rows)
+    assert rows[0]["selective/skipped"] == 0 and sum(r["selective/skipped"] for r in rows) > 0  # silent problems skipped
+    assert state["signal_history"] and all(len(h) <= 4 for h in state["signal_history"].values())
 
 
 def test_two_rounds_then_resume_under_load_is_bit_identical(straight, resumed):

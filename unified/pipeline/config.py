@@ -58,6 +58,10 @@ class PipelineConfig:
     # stop each free-text completion where its answer ends (text/stops.py: the fence that closes a
     # program, the closing </answer> tag) instead of running on to EOS; evaluation never stops early
     stop_at_answer: bool = True
+    # selective sampling (pipeline/selective.py): a problem silent in its last z drawn rounds is drawn
+    # with probability max(selective_keep ** z, selective_floor); 1.0 draws every problem every round
+    selective_keep: float = 1.0
+    selective_floor: float = 0.25
 
     def __post_init__(self):
         object.__setattr__(self, "mix", tuple(str(m) for m in self.mix))
@@ -80,6 +84,9 @@ class PipelineConfig:
             problems.append(f"constrain must be a subset of {(*KINDS, INPUTS)}, got {list(self.constrain)}")
         if self.solve_source not in SOLVE_SOURCES:
             problems.append(f"solve_source must be one of {SOLVE_SOURCES}, got {self.solve_source!r}")
+        if not (0 < self.selective_floor <= 1 and 0 < self.selective_keep <= 1):
+            problems.append(f"selective_keep and selective_floor must be in (0, 1] (a silent problem is never skipped for "
+                            f"good), got {self.selective_keep} and {self.selective_floor}")  # fmt: skip
         if self.agreement_min_votes < 1:
             problems.append("agreement_min_votes must be >= 1")
         if self.solve_source == "agreement" and self.keep_passing_visible:

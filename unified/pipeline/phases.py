@@ -62,14 +62,19 @@ def build_round_data(
     round_index: int,
     seed: int = 0,
     on_phase: Callable[[str, float], None] | None = None,
+    train_on: frozenset[str] | None = None,
 ) -> RoundData:
-    """`on_phase(name, seconds)` is called as each sub-phase ends (progress bars, logs)."""
+    """`on_phase(name, seconds)` is called as each sub-phase ends (progress bars, logs).
+    `train_on`: the problem ids phases 1-4 run on (selective sampling; None: all); the
+    greedy evaluation runs on every problem."""
     round_seed = seed * 100_003 + round_index  # differs per round, reproducible per run
     lap, rejections = _Laps(on_phase), []
     pass_at_1 = {p.problem_id: None for p in problems}
     if cfg.evaluate_baseline:  # evaluation only: hidden tests never reach a task
         pass_at_1 = evaluation.pass_at_1(problems, generator, executor.run_batch, cfg.program_max_tokens, round_seed)
     lap("baseline")
+    if train_on is not None:
+        problems = [p for p in problems if p.problem_id in train_on]
     (candidates, completions), kept, passing = _phase_1(problems, generator, executor, cfg, round_seed, rejections)
     lap("phase_1")
     triples = _phase_2(problems, kept, generator, executor, cfg, round_seed, rejections) if cfg.needs_triples else []

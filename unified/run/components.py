@@ -50,6 +50,8 @@ class Components:
     dtype: str = "float32"  # the compute dtype model.dtype resolved to (policy and engine alike)
     colocation: object = None  # run.colocate.Colocation: the engine sleeps during phase 5's update
     ref_policy: object = None  # the frozen model the run started from (algorithm.use_kl_loss only)
+    # problem id -> one bool per round it was drawn: whether a group of it had signal (pipeline/selective.py)
+    signal_history: dict = field(default_factory=dict)
 
     @property
     def checkpoint_dir(self) -> Path:
@@ -145,19 +147,20 @@ def build_components(cfg: TrainConfig, inputs: Inputs) -> Components:
     ref_policy = reference_policy(cfg, info.device, dtype) if cfg.algorithm.use_kl_loss else None
     aggregator = build_aggregator(cfg.algorithm, policy, snapshot_dir=out_dir / "snapshots")
     ledger = ComputeLedger()
-    start, history = _restore(resume, aggregator, engine, ledger, info.rank) if resume is not None else (1, [])
+    start, history, signals = _restore(resume, aggregator, engine, ledger, info.rank) if resume is not None else (1, [], {})
     return Components(
         cfg, info, problems, all_ids, tokenizer, policy, engine, executor, aggregator, inputs.config_yaml,
         out_dir, start, resume, ledger, history, dtype,
-        Colocation(engine, resolve_sleep(rollout.sleep_between_phases, rollout.backend)), ref_policy,
+        Colocation(engine, resolve_sleep(rollout.sleep_between_phases, rollout.backend)), ref_policy, signals,
     )  # fmt: skip
 
 
-def _restore(resume: Path, aggregator, engine, ledger, rank: int) -> tuple[int, list]:
+def _restore(resume: Path, aggregator, engine, ledger, rank: int) -> tuple[int, list, dict]:
     """The checkpoint's optimizer, aggregator, compute ledger and RNG state, in place;
-    -> (the first round to run, the eval history for the scaling fit)."""
+    -> (the first round to run, the eval history for the scaling fit, each problem's
+    signal history for selective sampling)."""
     state, optimizer_state = ckpt.load_checkpoint(resume)
-    history = []
+    history, signals = [], {pid: tuple(h) for pid, h in state.get("signal_history", {}).items()}
     if "compute" in state:
         ledgers = state["compute"]
         ledger.load_state_dict(ledgers[rank] if rank < len(ledgers) else ledgers[0])
@@ -169,7 +172,7 @@ def _restore(resume: Path, aggregator, engine, ledger, rank: int) -> tuple[int, 
     ckpt.set_rng_state(state["rng"])
     start = int(state["round"]) + 1
     log.info("resumed from %s: continuing at round %d (version %d)", resume, start, aggregator.version)
-    return start, history
+    return start, history, signals
 
 
 def reference_policy(cfg: TrainConfig, device, dtype: str):
@@ -204,6 +207,7 @@ def save(c: Components, round_index: int) -> Path | None:
 
     optimizer_state = c.aggregator.optimizer_state_dict()  # gathered on every rank
     ledgers = all_gather(c.ledger.state_dict())  # each rank's own compute, restored per rank
+    signals = {pid: list(h) for part in all_gather(c.signal_history) for pid, h in part.items()}  # every rank's problems
     state_dict = c.policy.full_state_dict()  # adapters merged: what transformers and vLLM load
     adapter = c.policy.adapter_state()
     if c.dist.rank != 0:
@@ -220,7 +224,7 @@ def save(c: Components, round_index: int) -> Path | None:
         write_model=write_model,
         optimizer_state=optimizer_state,
         state={"aggregator": c.aggregator.state_dict(), "world_size": c.dist.world_size,
-               "compute": ledgers, "eval_history": list(c.eval_history)},
+               "compute": ledgers, "eval_history": list(c.eval_history), "signal_history": signals},
         config_yaml=c.config_yaml,
         keep=c.cfg.trainer.keep_checkpoints,
     )

@@ -26,6 +26,7 @@ from unified.run.components import Components, build_components, check_inputs, c
 from unified.config import UserError, check_machine, to_yaml, validate
 from unified.run.phase5 import Phase5Result, train_on_tasks
 from unified.kinds import SOLVE
+from unified.pipeline import selective
 from unified.pipeline.parquet_io import write_round, write_rows
 from unified.pipeline.phases import build_round_data
 from unified.run.runlog import FolderGuard, RunLock, RunLog, check_run_folder, memory_stats
@@ -77,19 +78,23 @@ def run_round(run: Components, runlog: RunLog, r: int, stop: StopRequest) -> boo
     """One round; False when a stop signal ended the run (after a checkpoint)."""
     start, rng_at_start = time.perf_counter(), rng_state()
     with runlog.phase(r, "phase_1_4") as t14:
-        data, all_data = make_tasks(run, r)
+        selection = select_problems(run, r)
+        data, all_data = make_tasks(run, r, selection)
     if _stop_requested(stop):  # nothing trained yet this round: save the state it started from
         set_rng_state(rng_at_start)
         save(run, r - 1)
         return False
     with runlog.phase(r, "phase_5") as t5:
         result, rows = update_policy(run, r, data)
+    signal = selective.problems_with_signal(_groups(data.tasks, result.rollouts))
+    run.signal_history.update(selective.observe(run.signal_history, selection.drawn, signal))
     gc.collect()  # free between rounds; the engine stays
     if torch.cuda.is_available():
         torch.cuda.empty_cache()
     scalars = {**metrics.pipeline_metrics(all_data), **metrics.rollout_metrics(rows)}
     scalars.update(metrics.train_metrics(all_gather(result.train)))
     scalars["train/reused_groups"] = all_reduce_int(result.reused_groups, "sum")
+    scalars.update(metrics.selection_metrics(all_gather((len(selection.drawn), len(selection.skipped), len(signal)))))
     scalars.update(_pass_at_k(run, data))
     scalars.update(_agreement(run, data))
     scalars.update(_compute_and_fit(run, scalars, r))
@@ -107,13 +112,21 @@ def run_round(run: Components, runlog: RunLog, r: int, stop: StopRequest) -> boo
     return not stopping
 
 
-def make_tasks(run: Components, r: int):
-    """Phases 1-4: this rank's RoundData, and every rank's merged (written as Parquet by rank 0)."""
+def select_problems(run: Components, r: int) -> selective.Selection:
+    """This rank's problems drawn this round (`pipeline.selective_keep`; all when 1.0)."""
+    pipeline, ids = run.cfg.pipeline, [p.problem_id for p in run.problems]
+    return selective.select(ids, run.signal_history, pipeline.selective_keep, pipeline.selective_floor, run.cfg.seed, r)
+
+
+def make_tasks(run: Components, r: int, selection: selective.Selection):
+    """Phases 1-4 on the drawn problems: this rank's RoundData, and every rank's merged
+    (written as Parquet by rank 0)."""
     t, pipeline = run.cfg.trainer, run.cfg.pipeline
     evaluate = t.eval_every > 0 and (r - 1) % t.eval_every == 0
     pipeline = replace(pipeline, evaluate_baseline=pipeline.evaluate_baseline and evaluate)
     with _bar(f"round {r} phases 1-4", 5, run) as bar, phase_engine(run) as engine:
-        data = build_round_data(run.problems, engine, run.executor, pipeline, r, run.cfg.seed, lambda *_: bar.update())
+        data = build_round_data(run.problems, engine, run.executor, pipeline, r, run.cfg.seed, lambda *_: bar.update(),
+                                train_on=frozenset(selection.drawn))  # fmt: skip
     all_data = metrics.merge_rounds(all_gather(data))
     if run.dist.is_main:
         write_round(run.out_dir / f"round_{r}", all_data)
@@ -139,6 +152,14 @@ def update_policy(run: Components, r: int, data) -> tuple[Phase5Result, list[Rol
         write_rows(run.out_dir / f"round_{r}", "rollouts", [asdict(row) for row in rows])
     log.info("round %d: phase 5 on %d rollouts, %d optimizer step(s)", r, len(rows), result.train.steps)
     return result, rows
+
+
+def _groups(tasks, rollouts) -> list[tuple[str, list[float]]]:
+    """(problem id, rewards) of each phase-5 group of this rank."""
+    problem_of, rewards = {t.task_id: t.problem_id for t in tasks}, {}
+    for row in rollouts:
+        rewards.setdefault(row.task_id, []).append(row.reward)
+    return [(problem_of[task_id], group) for task_id, group in rewards.items() if task_id in problem_of]
 
 
 def _phase_1_groups(run: Components, data, sampling) -> dict:

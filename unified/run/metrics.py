@@ -101,6 +101,14 @@ def agreement_metrics(parts: Sequence[dict]) -> dict:
     return out
 
 
+def selection_metrics(parts: Sequence[tuple[int, int, int]]) -> dict:
+    """Selective sampling, summed over ranks (each part: drawn, skipped, drawn with signal):
+    `selective/drawn`, `selective/skipped` problems and `selective/signal`, the drawn ones
+    with a group whose rewards differ."""
+    drawn, skipped, signal = (sum(p[i] for p in parts) for i in range(3))
+    return {"selective/drawn": drawn, "selective/skipped": skipped, "selective/signal": signal}
+
+
 def rollout_metrics(rows: Sequence[Rollout]) -> dict:
     """Per kind: mean reward, parse-failure rate, groups (one task's completions) and those
     whose rewards differ (`tasks/signal_<kind>`); then the same over all rows."""
@@ -185,8 +193,10 @@ def summary_line(round_index: int, rounds: int, m: dict, algorithm: str | None =
     signal = f"{int(m['train/groups_used'])}/{int(m['train/groups'])}" if m.get("train/groups") else "-"
     gpu = f" | gpu@update {m['memory/gpu_update_gib']:.2f} GiB" if "memory/gpu_update_gib" in m else ""
     per_push = f"{m['time/push'] / pushes:.2f}s" if pushes and m.get("time/push") is not None else "-"
+    skipped = int(m.get("selective/skipped") or 0)
+    drawn = f" | drawn {int(m['selective/drawn'])}/{int(m['selective/drawn']) + skipped}" if skipped else ""
     return (
-        f"round {round_index}/{rounds}{' ' + algorithm if algorithm else ''} | tasks {letters} {kept} | "
+        f"round {round_index}/{rounds}{' ' + algorithm if algorithm else ''}{drawn} | tasks {letters} {kept} | "
         f"reward {f('reward/mean')} | signal {signal} | pass@1 {f('eval/pass@1')} | loss {f('losses/total', '{:.4f}')} | "
         f"v{m.get('weights/version')} | pushes {pushes} x {per_push} | engine creations {m.get('engine/creations')} | "
         f"{f('time/round', '{:.1f}')}s | rss {f('memory/rss_gib', '{:.2f}')} GiB{gpu}"
@@ -196,7 +206,8 @@ def summary_line(round_index: int, rounds: int, m: dict, algorithm: str | None =
 def legend_line() -> str:
     letters, names = "/".join(k.LETTER for k in kinds.KINDS.values()), "/".join(kinds.KINDS)
     return (
-        f"each round prints: tasks {letters} = {names} tasks kept after validation | "
+        f"each round prints: drawn = problems sampled / all (shown when pipeline.selective_keep skips some) | "
+        f"tasks {letters} = {names} tasks kept after validation | "
         "reward = mean phase-5 rollout reward | signal = groups whose rewards differ (they train) / groups | pass@1 = greedy pass@1 on the hidden tests at the round's start | "
         "loss = training loss | vN = weight version (optimizer steps so far) | pushes K x S = weight pushes into the "
         "engine this round x seconds per push | engine creations (stays 1) | round seconds | rss = process memory | "
