@@ -307,6 +307,21 @@ def test_rollout_compile_picks_vllms_eager_or_compiled_path(on_cpu, compile_mode
     assert kwargs["enforce_eager"] is eager
 
 
+def test_rollout_compile_auto_compiles_vllm_cpu_when_the_planned_samples_repay_it():
+    """rollout.compile=auto (the default): eager for a demo, compiled for a long CPU run,
+    the backend's own default elsewhere; true/false/null as written, in any spelling."""
+    from unified.trainer.config import COMPILE_PAYS_FROM, RolloutConfig
+
+    auto = RolloutConfig(backend="vllm_cpu")
+    assert auto.compile == "auto" and auto.compile_choice(COMPILE_PAYS_FROM - 1) is None
+    assert auto.compile_choice(100 * 8 * 3) is True  # the report run: 100 problems x 8 x 3 rounds
+    assert RolloutConfig(backend="vllm").compile_choice(10**6) is None  # CUDA: vLLM compiles by default
+    assert RolloutConfig(backend="hf").compile_choice(10**6) is None
+    assert [RolloutConfig(compile=c).compile_choice(0) for c in (True, "True", "false", False, None)] == [True, True, False, False, None]
+    with pytest.raises(ValueError, match="rollout.compile must be one of"):
+        RolloutConfig(compile="sometimes")
+
+
 @pytest.mark.parametrize("backend", ["vllm", "hf"])
 def test_engine_stops_where_the_answer_ends_and_continues_a_false_stop(vllm_engine, backend, monkeypatch):
     """The real backends stop at an answer's end marker (vLLM's stop string, kept in the

@@ -143,7 +143,8 @@ def build_components(cfg: TrainConfig, inputs: Inputs) -> Components:
     except ValueError as exc:  # e.g. a checkpoint's adapter that does not match the tuning config
         raise UserError(str(exc)) from None
     rollout = cfg.rollout
-    engine = resident_engine(rollout, model_path, dtype, cfg.seed + info.rank)
+    planned = len(problems) * rollout.n * t.rounds  # this rank's sampled completions, for rollout.compile=auto
+    engine = resident_engine(rollout, model_path, dtype, cfg.seed + info.rank, planned)
     ref_policy = reference_policy(cfg, info.device, dtype) if cfg.algorithm.use_kl_loss else None
     aggregator = build_aggregator(cfg.algorithm, policy, snapshot_dir=out_dir / "snapshots")
     ledger = ComputeLedger()
@@ -184,11 +185,11 @@ def reference_policy(cfg: TrainConfig, device, dtype: str):
     return build_policy_from_config(cfg.model, resolve_model_path(cfg.model.path), device, trainable=False, dtype=dtype)
 
 
-def resident_engine(rollout, model_path: str, dtype: str, seed: int):
+def resident_engine(rollout, model_path: str, dtype: str, seed: int, planned_samples: int = 0):
     """The process's one engine, built once and warmed up."""
     from unified.trainer.engine import build_engine_from_config
 
-    engine = build_engine_from_config(rollout, model_path, dtype=dtype, seed=seed)
+    engine = build_engine_from_config(rollout, model_path, dtype=dtype, seed=seed, planned_samples=planned_samples)
     warm_up(engine)
     return engine
 

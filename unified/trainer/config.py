@@ -20,6 +20,10 @@ ENGINE_BACKENDS = ("vllm_cpu", "vllm", "hf")  # trainer.engine.ENGINES (tests/co
 DEVICES = ("auto", "cpu", "cuda")
 
 
+COMPILE_CHOICES = (None, "auto", "true", "false")
+COMPILE_PAYS_FROM = 1100  # sampled completions that repay vLLM-cpu's compile (RolloutConfig.compile_choice)
+
+
 def _refuse(group: str, problems: dict) -> None:
     """One ValueError naming every `key: what it must be` whose check failed."""
     failed = [f"{group}.{key} {rule}" for key, rule in problems.items() if rule]
@@ -60,11 +64,12 @@ class RolloutConfig:
     # vLLM's sleep mode during phase 5's update (unified/run/colocate.py): null = on for
     # rollout=vllm on CUDA, off otherwise (hf and vllm_cpu have nothing to free)
     sleep_between_phases: Optional[bool] = None
-    # vLLM's torch.compile path for the served model: null = the backend's own default
-    # (compiled on CUDA, eager on CPU). On CPU `true` generates ~12-14% faster on SmolLM2
-    # for ~50 s of compiling at every engine start (vLLM's compile cache did not shorten it;
-    # the numbers and the trade: docs/performance.md); the hf backend ignores it
-    compile: Optional[bool] = None
+    # vLLM's torch.compile path for the served model: true | false | null (the backend's own
+    # default: compiled on CUDA, eager on CPU) | auto: on vllm_cpu, compile when the run's planned
+    # samples (rounds x problems x n) repay the start cost (`compile_choice`), else as null. On CPU
+    # compiling generates ~12-14% faster on SmolLM2 for ~50 s at every engine start (vLLM's compile
+    # cache did not shorten it; docs/performance.md); the hf backend ignores it
+    compile: Optional[str] = "auto"
 
     def __post_init__(self):
         _refuse("rollout", {
@@ -79,6 +84,25 @@ class RolloutConfig:
             "tensor_parallel_size": _must(self.tensor_parallel_size >= 1, ">= 1", self.tensor_parallel_size),
             "retries": _must(self.retries >= 0, ">= 0", self.retries),
         })  # fmt: skip
+
+        if isinstance(self.compile, bool):  # a bool from Python; the config gives "true"/"True" (read in any case)
+            object.__setattr__(self, "compile", str(self.compile).lower())
+        _refuse("rollout", {"compile": _must(self._compile in COMPILE_CHOICES, f"one of {COMPILE_CHOICES[1:]} or null",
+                                             self.compile)})  # fmt: skip
+
+    @property
+    def _compile(self) -> str | None:
+        return None if self.compile is None else str(self.compile).lower()
+
+    def compile_choice(self, planned_samples: int) -> bool | None:
+        """What the engine is told (`build_engine(compile=...)`; None: its own default).
+        `auto` compiles vllm_cpu when the run's sampled completions would save more than the
+        start cost: ~12 % of ~0.38 s per SmolLM2 completion (phase 1 of a 100-problem round,
+        800 completions in ~300 s) is ~0.045 s each, against ~50 s of compiling:
+        `COMPILE_PAYS_FROM` completions, about 1.4 such rounds."""
+        if self._compile == "auto":
+            return True if self.backend == "vllm_cpu" and planned_samples >= COMPILE_PAYS_FROM else None
+        return None if self._compile is None else self._compile == "true"
 
     def sampling(self, seed: int | None = None) -> SamplingConfig:
         """Phase 5's sampling: this config's fields of the same names."""

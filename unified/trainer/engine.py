@@ -89,9 +89,12 @@ def build_engine(
     return engine
 
 
-def build_engine_from_config(rollout: RolloutConfig, model_path: str, *, dtype: str, seed: int, allow_another: bool = False) -> Engine:
+def build_engine_from_config(rollout: RolloutConfig, model_path: str, *, dtype: str, seed: int, planned_samples: int = 0,
+                             allow_another: bool = False) -> Engine:  # fmt: skip
     """The round loop's entry point: the rollout group's engine keys (the ones that are not
-    sampling's) go to `build_engine` as they are."""
+    sampling's) go to `build_engine` as they are, but `compile`, resolved for a run that
+    will sample `planned_samples` completions (`RolloutConfig.compile_choice`)."""
     sampling = {f.name for f in fields(SamplingConfig)}
     options = {f.name: getattr(rollout, f.name) for f in fields(rollout) if f.name not in sampling | {"backend"}}
+    options["compile"] = rollout.compile_choice(planned_samples)
     return build_engine(rollout.backend, model_path, dtype=dtype, seed=seed, allow_another=allow_another, **options)
