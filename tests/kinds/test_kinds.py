@@ -54,7 +54,7 @@ def with_negation(monkeypatch):
 
 
 def test_the_registry_is_the_one_list_of_kinds():
-    assert TASK_KINDS == tuple(KINDS) == ("induction", "deduction", "abduction", "solve")
+    assert TASK_KINDS == tuple(KINDS) == ("induction", "deduction", "abduction", "solve", "repair")
     declared = [n for n in vars(TaskKind) if not n.startswith("_")] + list(TaskKind.__annotations__)
     assert {"build_problem", "readable_floor", "PER_PROBLEM", "RAW_ANSWER", "answer_shape"} <= set(declared)
     for name, kind in [*KINDS.items(), ("negation", _negation_kind())]:
@@ -89,6 +89,6 @@ def test_a_new_kind_is_built_validated_and_rewarded_without_touching_the_pipelin
 
 
 def test_the_console_names_every_registered_kind(with_negation):
-    assert "tasks I/D/A/S/N = induction/deduction/abduction/solve/negation" in metrics.legend_line()
+    assert "tasks I/D/A/S/R/N = induction/deduction/abduction/solve/repair/negation" in metrics.legend_line()
     line = metrics.summary_line(1, 2, {"tasks/kept_negation": 5, "tasks/kept_deduction": 2})
-    assert "tasks I/D/A/S/N 0/2/0/0/5 |" in line
+    assert "tasks I/D/A/S/R/N 0/2/0/0/0/5 |" in line

@@ -1,15 +1,15 @@
 """The task kinds: one module each (see `base.TaskKind`), one line each here.
 
-Order matters: it is the order of the console's tasks line (I/D/A/S) and, per program,
+Order matters: it is the order of the console's tasks line (I/D/A/S/R) and, per program,
 the order candidate tasks are built in (kinds take turns).
 """
 
 from __future__ import annotations
 
-from unified.kinds import abduction, deduction, induction, solve
+from unified.kinds import abduction, deduction, induction, repair, solve
 from unified.kinds.base import BuildOptions, TaskKind, per_problem, raw_answer, readable_floor
 
-KINDS: dict[str, TaskKind] = {k.NAME: k for k in (induction, deduction, abduction, solve)}
+KINDS: dict[str, TaskKind] = {k.NAME: k for k in (induction, deduction, abduction, solve, repair)}
 TASK_KINDS: tuple[str, ...] = tuple(KINDS)
 SELF_PLAY: tuple[str, ...] = tuple(k.NAME for k in (induction, deduction, abduction))  # the original design's kinds
 SOLVE: str = solve.NAME  # the problem's own prompt: phase 1's programs are its groups, agreement labels it

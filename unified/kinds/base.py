@@ -32,6 +32,7 @@ class BuildOptions:
     program_votes: Mapping[str, int] | None = None  # program id -> samples it stands for (duplicates merged)
     samples_per_problem: int = 0  # completions phase 1 sampled per problem (the vote's total)
     agreement_min_votes: int = 3  # the smallest cluster that is a label
+    visible_failures: Mapping[str, str] | None = None  # program id -> what it did on a visible example it fails
 
 
 class TaskKind(Protocol):

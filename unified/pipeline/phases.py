@@ -88,6 +88,7 @@ def build_round_data(
         program_votes=votes_per_program(candidates, kept),
         samples_per_problem=cfg.num_programs,
         agreement_min_votes=cfg.agreement_min_votes,
+        visible_failures={r.subject: r.detail for r in rejections if r.reason == "fails_visible"},
     )
     candidate_tasks = _collect(rejections, phase3.build_tasks(problems, kept, triples, cfg.kinds, opts))
     lap("phase_3")
