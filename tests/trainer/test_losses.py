@@ -194,3 +194,13 @@ def test_loss_entropy_coeff_and_optional_kl_to_reference():
     kl = core_algos.kl_penalty(logprob=lp, ref_logprob=ref, kl_penalty="low_var_kl").mean()
     assert m["kl"] == pytest.approx(float(kl), abs=1e-6) and m["kl"] > 0
     assert float(with_kl) == pytest.approx(float(base) + 0.5 * float(kl), abs=1e-6)
+
+
+def test_a_pass_at_k_advantage_from_verls_registry_credits_only_a_groups_unique_best():
+    """`algorithm.adv_estimator=grpo_passk` (issue 35's pass@k-aware lever): a rare success is
+    all of its group's advantage; a group with two equal bests trains nothing."""
+    mask = torch.ones(7, 2)
+    adv = compute_advantages([1.0, 0.0, 0.0, 0.0, 1.0, 1.0, 0.0], mask, ["a"] * 4 + ["b"] * 3,
+                             AlgorithmConfig(adv_estimator="grpo_passk"))  # fmt: skip
+    assert adv[0, 0] > 0 and adv[1:4].abs().max() == 0  # a: 1 of 4 right -> only it
+    assert adv[4:].abs().max() == 0  # b: two right -> r_max - r_second = 0
