@@ -1,0 +1,25 @@
+"""The learning curve's points (bench/curve.py): issue 35's keys per round, FLOPs from the
+run's cumulative tokens, and where greedy pass@1 stopped rising."""
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
+
+import curve  # noqa: E402
+
+
+def test_curve_points_carry_the_issues_keys_and_flops_from_cumulative_tokens(tmp_path):
+    (tmp_path / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in (
+        {"round": 1, "compute/generation_tokens": 100, "compute/update_tokens": 10},
+        {"round": 2, "compute/generation_tokens": 250, "compute/update_tokens": 30})))  # fmt: skip
+    evals = {r: {"pass@1": p, "pass_at_k": {"1": p / 2, "16": p * 3}} for r, p in ((0, 0.1), (1, 0.2), (2, 0.15))}
+    points = curve.curve_points(evals, curve.cumulative_tokens(tmp_path), per_generated=2.0, per_trained=5.0, n=16)
+    assert [set(p) for p in points] == [{"round", "pass_at_1", "sampled_pass_at_1", "pass_at_16", "flops"}] * 3
+    assert [p["round"] for p in points] == [0, 1, 2] and [p["flops"] for p in points] == [0.0, 250.0, 650.0]
+    assert points[1]["sampled_pass_at_1"] == pytest.approx(0.1) and points[2]["pass_at_16"] == pytest.approx(0.45)
+    assert curve.saturation(points) == {"best_round": 1, "best_pass_at_1": 0.2, "after_best": pytest.approx(-0.05)}
+    assert curve.saturation(points[:2])["after_best"] is None  # still rising at the last round
