@@ -42,6 +42,12 @@ CONFIGS: dict[str, list[str]] = {
                                   "pipeline.constrain=[induction,deduction,abduction,inputs,solve]"],
     "agreement": ["pipeline.solve_source=agreement"],
     "agreement_both": ["pipeline.solve_source=both"],
+    # issue 35's levers: a repair task beside solve, a pass@k-aware advantage (verl's grpo_passk)
+    "repair_mix": ["pipeline.mix=[solve:0.75,repair:0.25]"],
+    "passk": ["algorithm.adv_estimator=grpo_passk"],
+    # issue 37: the defaults before it (completions run on to EOS), and selective sampling on
+    "no_stop": ["pipeline.stop_at_answer=false"],
+    "selective": ["pipeline.selective_keep=0.5", "pipeline.selective_floor=0.25"],
 }
 
 
