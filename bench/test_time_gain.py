@@ -48,7 +48,7 @@ def split_ids(split: str, benchmark: str = "mbpp") -> list[str]:
     """The split's problem ids; `no_example`: the problems with no visible example that has an
     expected value (HumanEval: 48 of 164 prompts; the `solve` kind builds nothing for them
     unless its labels come from agreement)."""
-    from unified.pipeline.benchmarks import load_problems
+    from unified.benchmarks.load import load_problems
 
     problems = load_problems(benchmark, None, None, [])
     if split == "no_example":  # MBPP+'s examples get their values from the sandbox later: every one has one

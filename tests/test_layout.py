@@ -15,8 +15,8 @@ LAYERS = (
     ("__init__", "errors", "types", "quiet"),  # nothing of the project
     ("values", "cli"),  # the literal codec; the training command's flags
     ("text", "sandbox"),  # model text (prompt, extraction); the executor
-    ("kinds",),  # task kinds: build a task, score an answer
-    ("pipeline", "trainer"),  # phases 1-4, rewards, benchmarks | policy, engine, aggregator, update: side by side
+    ("kinds", "benchmarks"),  # task kinds: build a task, score an answer | problems and their hidden tests
+    ("pipeline", "trainer"),  # phases 1-4, rewards, greedy pass@1 | policy, engine, aggregator, update: side by side
     ("schema",),  # the typed config: gathers each group's class from beside its stage
     ("models",),  # model folders, the tiny model
     ("config",),  # composing and checking a run's config
@@ -151,14 +151,14 @@ def test_trainer_and_pipeline_import_nothing_of_each_other():
     assert crossing == []
 
 
-def test_the_trainer_loads_nothing_of_the_pipeline_sandbox_or_kinds():
+def test_the_trainer_loads_nothing_of_the_pipeline_sandbox_kinds_or_benchmarks():
     """A trainer module that reads its config (trainer/config.py) pulls in no stage of the
     pipeline: counted in a fresh interpreter, so this test's own imports do not count."""
     import subprocess
     import sys
 
     code = ("import sys, unified.trainer.update, unified.trainer.aggregator, unified.trainer.losses\n"
-            "print(sorted(m for m in sys.modules if m.split('.')[:2][-1] in ('pipeline', 'sandbox', 'kinds')"
+            "print(sorted(m for m in sys.modules if m.split('.')[:2][-1] in ('pipeline', 'sandbox', 'kinds', 'benchmarks')"
             " and m.startswith('unified.')))")  # fmt: skip
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=PACKAGE.parent, timeout=300)
     assert out.returncode == 0, out.stderr[-2000:]

@@ -85,7 +85,7 @@ def _write(path, rows):
 
 
 def test_samples_scores_a_known_good_and_a_known_bad_sample(tmp_path):
-    from unified.pipeline.benchmarks import load_problems
+    from unified.benchmarks.load import load_problems
 
     good = load_problems("mbpp", ids=["Mbpp/2"])[0].canonical_solution
     samples = _write(tmp_path / "s.jsonl", [

@@ -95,7 +95,7 @@ def run(argv: Sequence[str] | None = None, prog: str = PROG) -> int:
 
 
 def _load(args) -> list:
-    from unified.pipeline.benchmarks import BenchmarkError, load_problems
+    from unified.benchmarks.load import BenchmarkError, load_problems
 
     try:
         return load_problems(args.benchmark, args.source, args.problems, args.problem_id)
@@ -107,7 +107,8 @@ def _load(args) -> list:
 
 
 def score_file(args, problems: list) -> int:
-    from unified.eval.samples import program_text, read_samples, score_samples
+    from unified.benchmarks.hidden import score_samples
+    from unified.eval.samples import program_text, read_samples
     from unified.eval.evaluate import EvalResult, write_results_json
     from unified.sandbox.executor import ExecutorConfig
     from unified.sandbox.executors import build_executor
@@ -139,7 +140,7 @@ def score_file(args, problems: list) -> int:
 
 
 def _all(args) -> list:
-    from unified.pipeline.benchmarks import load_problems
+    from unified.benchmarks.load import load_problems
 
     return load_problems(args.benchmark, args.source)
 

@@ -8,7 +8,7 @@ appended as it goes so `--resume` continues a killed run, output folders keyed s
 never collide, the budget stated in `eval_results.json`); `--samples` scoring is
 `unified.eval.samples`. This module is what both they and the round loop use:
 - `evaluate(problems, engine, executor, max_tokens, seed)`: the pipeline's own pass@1
-  (`pipeline.evaluation.pass_at_1`: the phase-1 prompt, one greedy sample, extraction, all
+  (`pipeline.evaluation.graded`: the phase-1 prompt, one greedy sample, extraction, all
   hidden cases in one sandbox batch), so the numbers match the round loop's `eval/pass@1`
   at the same `max_tokens` (the round loop uses `pipeline.program_max_tokens`; so does the
   command line by default). The round loop calls it with its resident engine; nothing
@@ -69,17 +69,13 @@ class _Recorder:
         return out
 
 
-def _needs_expected(problems) -> bool:
-    return any(case.expected is None for p in problems for case in p.hidden)
-
-
 def evaluate(problems: Sequence, engine, executor, max_tokens: int = DEFAULT_MAX_TOKENS, seed: int | None = 0) -> EvalResult:
     """Greedy pass@1 of `engine`'s current weights on the problems' hidden tests.
 
     `engine`: anything with `generate(prompts, SamplingConfig)` (the resident Engine, or a
     scripted generator). `executor`: an Executor (or anything with `run_batch`). Hidden
     cases still lacking an expected value get it from the canonical solution first."""
-    from unified.pipeline.benchmarks import with_expected_outputs
+    from unified.benchmarks.hidden import needs_expected_outputs, with_expected_outputs
     from unified.pipeline.evaluation import graded
     from unified.text.extract import extract_code
     from unified.text.prompts import with_prompt_imports
@@ -89,7 +85,7 @@ def evaluate(problems: Sequence, engine, executor, max_tokens: int = DEFAULT_MAX
     if not problems:
         return EvalResult(0.0, {}, [], budget)
     run_batch = executor.run_batch if hasattr(executor, "run_batch") else executor
-    if _needs_expected(problems):
+    if needs_expected_outputs(problems):
         problems = with_expected_outputs(problems, run_batch)
     recorder = _Recorder(engine)
     outcome = graded(problems, recorder, run_batch, max_tokens, seed)

@@ -44,7 +44,7 @@ def model_budget(model_arg: str | None, model_dir: str) -> tuple[int, str]:
         group = "tiny"
     else:
         group = model_arg if (CONFIG_DIR / "model" / f"{model_arg}.yaml").is_file() else "hf"
-    cfg = compose_config([f"model={group}"], check=False)
+    cfg = compose_config([f"model={group}"])
     return int(cfg.pipeline.program_max_tokens), f"pipeline.program_max_tokens of model={group}"
 
 
@@ -101,7 +101,7 @@ class EvalRun:
         from tqdm import tqdm
 
         from unified.eval.evaluate import evaluate
-        from unified.pipeline.evaluation import score_samples
+        from unified.benchmarks.hidden import score_samples
         from unified.sandbox.executor import ExecutorConfig
         from unified.sandbox.executors import build_executor
 
