@@ -99,9 +99,9 @@ def _flag_keys() -> dict:
     return FLAG_TO_KEY
 
 
-def compose_config(overrides: Sequence[str] = (), check: bool = True) -> DictConfig:
-    """Compose `configs/train.yaml` with Hydra overrides (`key=value`, `group=option`);
-    `check=False` only reads (no validation, the output folder is not created)."""
+def compose_config(overrides: Sequence[str] = ()) -> DictConfig:
+    """Compose `configs/train.yaml` with Hydra overrides (`key=value`, `group=option`). It
+    only reads: nothing is validated and no folder is touched (`load_config` validates)."""
     from hydra import compose, initialize_config_dir
     from hydra.core.global_hydra import GlobalHydra
     from hydra.errors import HydraException
@@ -116,9 +116,14 @@ def compose_config(overrides: Sequence[str] = (), check: bool = True) -> DictCon
             cfg = compose(config_name="train", overrides=list(overrides))
     except (HydraException, OmegaConfBaseException, ValueError) as exc:
         raise UserError(_explain_hydra_error(exc, list(overrides))) from None
-    if check:
-        validate(cfg)
     return cfg
+
+
+def load_config(overrides: Sequence[str] = ()) -> tuple[DictConfig, TrainConfig]:
+    """The composed config (what `--cfg` prints and checkpoints keep, `to_yaml`) and the
+    run's one typed config, validated once here (`validate`) and passed on to `train`."""
+    composed = compose_config(overrides)
+    return composed, validate(composed)
 
 
 def _positive_int(value, flag: str) -> None:
@@ -152,7 +157,7 @@ def _added_keys(cfg: DictConfig) -> list[str]:
 
 
 def validate(cfg: DictConfig) -> TrainConfig:
-    """Checks that need no heavy imports; called on every composed config. Returns the
+    """Checks that need no heavy imports (`load_config` runs them once per run). Returns the
     run's one typed config (`typed`)."""
     run_cfg = typed(cfg)
     t, b = run_cfg.trainer, run_cfg.benchmark

@@ -1,7 +1,7 @@
 """The config's schema: one dataclass per Hydra group, and `TrainConfig` over them.
 
-    cfg = compose_config(["algorithm.lr=5e-5"])          # a DictConfig typed by TrainConfig
-    run_cfg: TrainConfig = typed(cfg)                     # unified.config.typed: OmegaConf.to_object
+    composed = compose_config(["algorithm.lr=5e-5"])     # a DictConfig typed by TrainConfig
+    run_cfg: TrainConfig = typed(composed)                # unified.config.typed: OmegaConf.to_object
     run_cfg.algorithm.samples_per_step                    # frozen, typed, derived sizes as properties
 
 `configs/*.yaml` hold values only (option files and experiments only their deltas); these
@@ -9,7 +9,7 @@ classes hold the keys, types and defaults. Hydra checks every override against t
 composes (an unknown key or a wrong type is an error there), and `OmegaConf.to_object` turns
 the whole tree into one frozen `TrainConfig` whose groups are the frozen dataclasses their
 stages run with, checks in `__post_init__` included: no hand-written mapping between YAML
-and code. The run builds it once (`config.validate`) and every stage reads its fields.
+and code. The run builds it once (`config.load_config`, which validates) and every stage reads its fields.
 Each group lives beside its stage: the trainer's (`model`, `rollout`, `algorithm`,
 `tuning`, `trainer`) in trainer/config.py, the pipeline's (`pipeline`, `benchmark`) in
 pipeline/config.py, the executor's in sandbox/config.py; all three are torch-free, so

@@ -1,6 +1,6 @@
 """The round loop: build everything once, then N rounds of phases 1-4 and phase 5.
 
-    cfg = validate(composed)                  the one typed, frozen TrainConfig (schema.py)
+    composed, cfg = load_config(overrides)    the one typed, frozen TrainConfig (schema.py), validated once
     run = build_components(cfg)               policy, ONE engine, executor, aggregator
     for round r:
         make_tasks     phases 1-4: programs -> IPO triples -> tasks -> validation   (pipeline)
@@ -23,13 +23,14 @@ from tqdm import tqdm
 
 from unified.run import metrics
 from unified.run.components import Components, build_components, check_inputs, close, phase_engine, save
-from unified.config import UserError, check_machine, to_yaml, validate
-from unified.run.phase5 import Phase5Result, train_on_tasks
+from unified.config import UserError, check_machine, to_yaml
+from unified.run.phase5 import Phase5Result, phase_1_groups, train_on_tasks
 from unified.kinds import SOLVE
 from unified.pipeline.parquet_io import write_round, write_rows
 from unified.pipeline.phases import build_round_data
 from unified.run.runlog import FolderGuard, RunLock, RunLog, check_run_folder, memory_stats
 from unified.run.stopping import StopRequest
+from unified.schema import TrainConfig
 from unified.trainer.checkpoint import rng_state, set_rng_state
 from unified.trainer.distributed import all_gather, all_reduce_int
 from unified.trainer.engine import engine_creations
@@ -39,9 +40,10 @@ from unified.types import Rollout
 log = logging.getLogger("unified")
 
 
-def train(composed: DictConfig) -> int:
-    """Run the configured rounds; returns the process exit code."""
-    cfg = validate(composed)  # the run's one typed config: every stage reads its fields
+def train(cfg: TrainConfig, composed: DictConfig) -> int:
+    """Run the configured rounds; returns the process exit code. `cfg`: the run's one typed
+    config, validated (`config.load_config`): every stage reads its fields; `composed`: the
+    config it came from, kept as YAML in every checkpoint."""
     inputs = check_inputs(cfg, to_yaml(composed))  # bad input fails here, before the run folder is touched
     check_machine(cfg, inputs.model_path)
     if _is_main():  # an earlier run in the folder: continue it (--resume) or refuse, never move it
@@ -95,7 +97,7 @@ def run_round(run: Components, runlog: RunLog, r: int, stop: StopRequest) -> boo
     scalars.update(_compute_and_fit(run, scalars, r))
     scalars.update(metrics.executor_metrics(run.executor))  # executor/: this round's sandbox calls and timeouts by kind
     scalars.update(metrics.state_metrics(run.aggregator, run.engine, memory_stats()))
-    scalars.update(metrics.colocation_metrics(run.colocation))  # memory/gpu_update_gib (CUDA), engine/sleeps
+    scalars.update(metrics.colocation_metrics(run.learner.colocation))  # memory/gpu_update_gib (CUDA), engine/sleeps
     if run.dist.world_size > 1:
         scalars["engine/ranks_agree"] = _engines_agree(run)
     scalars.update({"time/phase_1_4": t14["seconds"], "time/phase_5": t5["seconds"], "time/push": result.train.push_s,
@@ -129,30 +131,13 @@ def update_policy(run: Components, r: int, data) -> tuple[Phase5Result, list[Rol
     else:
         sampling = run.cfg.rollout.sampling(seed=(run.cfg.seed * 100_003 + r) * 7919)
         with _bar(f"round {r} phase 5", None, run) as bar, phase_engine(run) as engine:
-            result = train_on_tasks(tasks, engine, run.executor, run.aggregator, run.cfg.algorithm, run.cfg.pipeline, sampling,
-                                 round_index=r, pad_token_id=run.tokenizer.pad_token_id, on_chunk=bar.update,
-                                 update_weights=run.cfg.trainer.update_weights, ledger=run.ledger,
-                                 reuse=_phase_1_groups(run, data, sampling), colocation=run.colocation,
-                                 ref_policy=run.ref_policy)  # fmt: skip
+            result = train_on_tasks(tasks, run.learner.on(engine), run.executor, run.cfg.pipeline, sampling, round_index=r,
+                                    on_chunk=bar.update, reuse=phase_1_groups(data, run.cfg.pipeline, sampling))  # fmt: skip
     rows = [row for part in all_gather(list(result.rollouts)) for row in part]
     if run.dist.is_main:
         write_rows(run.out_dir / f"round_{r}", "rollouts", [asdict(row) for row in rows])
     log.info("round %d: phase 5 on %d rollouts, %d optimizer step(s)", r, len(rows), result.train.steps)
     return result, rows
-
-
-def _phase_1_groups(run: Components, data, sampling) -> dict:
-    """Phase 1's samples by prompt text, when phase 1 sampled exactly as phase 5 would
-    (n, temperature, top-p, budget): the `solve` kind's groups need no second generation."""
-    from unified.pipeline.phases import program_sampling
-    from unified.text.prompts import program_prompt
-
-    phase_1 = program_sampling(run.cfg.pipeline, 0)
-    if (phase_1.n, phase_1.temperature, phase_1.top_p, phase_1.max_tokens) != (
-            sampling.n, sampling.temperature, sampling.top_p, sampling.max_tokens):  # fmt: skip
-        return {}
-    prompts = {p.problem_id: program_prompt(p) for p in data.problems}
-    return {prompts[pid]: group for pid, group in data.program_completions.items() if pid in prompts}
 
 
 def _pass_at_k(run: Components, data) -> dict:
@@ -174,7 +159,7 @@ def _agreement(run: Components, data) -> dict:
     pipeline = run.cfg.pipeline
     if pipeline.solve_source == "visible" or SOLVE not in pipeline.kinds:
         return {}
-    from unified.pipeline.evaluation import programs_pass_hidden
+    from unified.benchmarks.hidden import programs_pass_hidden
 
     solve = [t for t in data.candidate_tasks if t.kind == SOLVE]
     passes = programs_pass_hidden(data.problems, {t.problem_id: t.program for t in solve}, run.executor.run_batch)
