@@ -6,7 +6,7 @@ and a paired-bootstrap interval.
         [--benchmark mbpp|humaneval] [--parallel] [--collect] [key=value ...]
 
 Steps (each resumes: a killed bench continues where it stopped; `--collect` only rebuilds):
-1. before: `python -m unified.evaluate --n 16 --temperature T` on the base model: greedy
+1. before: `python -m unified.eval --n 16 --temperature T` on the base model: greedy
    pass@1 per problem (the control: without updates greedy decoding cannot change) and the
    unbiased sampled pass@k; `headroom` = problems greedy fails that some sample solves.
    Repeated greedily (`--control-repeats`, default 3: `before` and `control_2`, ...) with the
@@ -19,7 +19,7 @@ Steps (each resumes: a killed bench continues where it stopped; `--collect` only
 4. summary (`unified.eval.gain_stats`): per seed flips and McNemar's exact p, on the
    hidden tests (`pass_at_1_*`) and on EvalPlus's metric (`evalplus`: MBPP+ base + plus), and seed 0's trained weights in compact form
    (`unified.models.compact`, the bf16 delta of the changed tensors) at `--weights`, which
-   `python -m unified.evaluate --model <model_path>` re-scores to seed 0's `pass_at_1_after`.
+   `python -m unified.eval --model <model_path>` re-scores to seed 0's `pass_at_1_after`.
 
 Problems: MBPP+ ids in a seeded random order (seed 0), split in two disjoint sets: `tune`
 (the first 100: hyper-parameters are chosen on these, bench/sweep.py) and `report` (the
@@ -69,7 +69,7 @@ def _run(cmd: list[str], log: Path, env: dict) -> subprocess.Popen:
 
 def evaluate_cmd(args, ids: list[str], model: str, out: Path, n: int | None = None) -> list[str]:
     pids = [a for i in ids for a in ("--problem-id", i)]
-    return [sys.executable, "-m", "unified.evaluate", "--benchmark", args.benchmark, "--model", model, *pids,
+    return [sys.executable, "-m", "unified.eval", "--benchmark", args.benchmark, "--model", model, *pids,
             "--n", str(args.n if n is None else n), "--temperature", str(args.temperature), "--output", str(out),
             "--resume"]  # fmt: skip
 

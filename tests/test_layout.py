@@ -22,7 +22,6 @@ LAYERS = (
     ("config",),  # composing and checking a run's config
     ("eval",),  # pass@1, pass@k, the evaluation command
     ("run",),  # the round loop
-    ("evaluate",),  # `python -m unified.evaluate`, the older name of unified.eval
 )
 
 

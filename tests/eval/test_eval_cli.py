@@ -17,7 +17,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def _cli(*args, timeout=300):
-    return subprocess.run([sys.executable, "-m", "unified.evaluate", *args], cwd=ROOT, capture_output=True, text=True,
+    return subprocess.run([sys.executable, "-m", "unified.eval", *args], cwd=ROOT, capture_output=True, text=True,
                           timeout=timeout)  # fmt: skip
 
 

@@ -104,7 +104,7 @@ def test_checkpoint_folder_and_root_resolve_to_the_model(tmp_path):
 
 def _cli(*args, timeout=120):
     return subprocess.run(
-        [sys.executable, "-m", "unified.evaluate", *args], cwd=ROOT, capture_output=True, text=True, timeout=timeout
+        [sys.executable, "-m", "unified.eval", *args], cwd=ROOT, capture_output=True, text=True, timeout=timeout
     )
 
 

@@ -5,8 +5,6 @@
     python -m unified.eval ... --resume                                    continue a killed run
     python -m unified.eval --benchmark mbpp --samples FILE.jsonl --output DIR
 
-(`python -m unified.evaluate` is the same command under its older name.)
-
 With a model: problems run in batches behind a progress bar; after each batch its rows are
 appended to `samples.jsonl` (task_id, solution, completion, passed) and `eval_results.json`
 is rewritten (`"complete": false` until the last batch), so a killed run keeps what it
@@ -32,15 +30,10 @@ import time
 from pathlib import Path
 from typing import Sequence
 
-from unified.errors import UserError
+from unified.errors import ArgumentParser, UserError
 
 RESULTS, SAMPLES = "eval_results.json", "samples.jsonl"
 PROG = "python -m unified.eval"
-
-
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str):  # one line, exit 2, no usage dump
-        raise UserError(f"{message} (see --help)")
 
 
 def _positive(flag: str):
@@ -57,7 +50,7 @@ def _positive(flag: str):
 
 
 def build_parser(prog: str = PROG) -> argparse.ArgumentParser:
-    p = _Parser(prog=prog, description="Greedy pass@1 on a benchmark's hidden tests.")
+    p = ArgumentParser(prog=prog, description="Greedy pass@1 on a benchmark's hidden tests.")
     p.add_argument("--benchmark", default="mbpp", help="mbpp or humaneval (default mbpp)")
     p.add_argument("--source", default=None, help="a JSONL/Parquet file of problems instead of the bundled set")
     p.add_argument("--problems", type=_positive("--problems"), default=None, help="the first K problems (default: all)")
