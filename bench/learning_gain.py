@@ -2,7 +2,7 @@
 own visible examples, against the untrained model, over seeds, with flips, McNemar's exact p
 and a paired-bootstrap interval.
 
-    python bench/test_time_gain.py --problems 100 --rounds 3 --seeds 0,1 [--split report]
+    python bench/learning_gain.py --problems 100 --rounds 3 --seeds 0,1 [--split report]
         [--benchmark mbpp|humaneval] [--parallel] [--collect] [key=value ...]
 
 Steps (each resumes: a killed bench continues where it stopped; `--collect` only rebuilds):
@@ -255,6 +255,7 @@ def main() -> int:
     p.add_argument("--control-repeats", type=int, default=3,
                    help="evaluations of the base model; problems whose greedy outcome differs between them are noise")
     p.add_argument("--collect", action="store_true", help="only rebuild the JSON from the run folders")
+    # the run folders and result names keep the script's old name: committed results and resumed runs use them
     p.add_argument("--runs-dir", default=str(REPO / "logs" / "bench" / "test_time_gain"))
     p.add_argument("--output", default=None, help="default logs/bench/test_time_gain[_humaneval].json")
     p.add_argument("--weights", default=None, help="seed 0's compact weights (default docs/results/weights/<benchmark>-seed0)")
