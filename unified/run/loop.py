@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import gc
 import logging
+import os
 import sys
 import time
 from dataclasses import asdict, replace
@@ -21,19 +22,24 @@ import torch
 from omegaconf import DictConfig, OmegaConf
 from tqdm import tqdm
 
-from unified.run import metrics
-from unified.run.components import Components, build_components, check_inputs, close, phase_engine, save
+from unified.benchmarks.hidden import programs_pass_hidden
 from unified.config import UserError, check_machine, to_yaml
-from unified.run.phase5 import Phase5Result, phase_1_groups, train_on_tasks
+from unified.eval.evaluate import EvalResult, evaluate, write_results_json, write_samples_jsonl
+from unified.eval.pass_at_k import round_pass_at_k
+from unified.eval.scaling_fit import fit_metrics, write_fit_summary
 from unified.kinds import SOLVE
 from unified.pipeline.parquet_io import write_round, write_rows
 from unified.pipeline.phases import build_round_data
+from unified.run import metrics
+from unified.run.components import Components, build_components, check_inputs, close, phase_engine, save
+from unified.run.phase5 import Phase5Result, phase_1_groups, train_on_tasks
+from unified.run.plots import plot_run
 from unified.run.runlog import FolderGuard, RunLock, RunLog, check_run_folder, memory_stats
 from unified.run.stopping import StopRequest
 from unified.schema import TrainConfig
 from unified.trainer.checkpoint import rng_state, set_rng_state
-from unified.trainer.distributed import all_gather, all_reduce_int
-from unified.trainer.engine import engine_creations
+from unified.trainer.distributed import all_gather, all_reduce_int, cpu_has_bf16
+from unified.trainer.engine import SamplingConfig, engine_creations
 from unified.trainer.update_stats import UpdateStats
 from unified.types import Rollout
 
@@ -145,8 +151,6 @@ def _pass_at_k(run: Components, data) -> dict:
     ks = list(run.cfg.trainer.pass_at_k)
     if not ks or not data.pass_at_1 or all(v is None for v in data.pass_at_1.values()):
         return {}
-    from unified.eval.pass_at_k import round_pass_at_k
-
     parts = all_gather(round_pass_at_k(data, run.executor, run.cfg.pipeline.num_programs, ks))
     return {_pass_at_k_key(k): sum(v for p in parts for v in p.get(k, [])) / max(1, sum(len(p.get(k, [])) for p in parts))
             for k in ks if any(k in p for p in parts)}  # fmt: skip
@@ -159,8 +163,6 @@ def _agreement(run: Components, data) -> dict:
     pipeline = run.cfg.pipeline
     if pipeline.solve_source == "visible" or SOLVE not in pipeline.kinds:
         return {}
-    from unified.benchmarks.hidden import programs_pass_hidden
-
     solve = [t for t in data.candidate_tasks if t.kind == SOLVE]
     passes = programs_pass_hidden(data.problems, {t.problem_id: t.program for t in solve}, run.executor.run_batch)
     return metrics.agreement_metrics(all_gather(metrics.agreement_counts(data.problems, solve, passes)))
@@ -181,8 +183,6 @@ def _compute_and_fit(run: Components, scalars: dict, r: int) -> dict:
 
 
 def _fit(run: Components, compute: dict) -> dict:
-    from unified.eval.scaling_fit import fit_metrics, write_fit_summary
-
     if not run.dist.is_main:
         return {}
     history = list(run.eval_history)
@@ -224,8 +224,6 @@ def _announce(run: Components, runlog: RunLog) -> None:
 
 
 def _dtype_reason(run: Components) -> str:
-    from unified.trainer.distributed import cpu_has_bf16
-
     if run.cfg.model.dtype != "auto" or run.dist.device.type == "cuda":
         return ""
     if run.cfg.trainer.deterministic:
@@ -237,8 +235,6 @@ def _finish(run: Components, runlog: RunLog) -> None:
     if run.cfg.trainer.eval_every > 0:
         final_evaluation(run, runlog)
     if run.dist.is_main and (run.out_dir / "metrics.jsonl").exists():
-        from unified.run.plots import plot_run
-
         png = run.out_dir / "tensorboard" / "summary.png"
         plot_run(run.out_dir / "metrics.jsonl", png)
         log.info("summary plot: %s", png)
@@ -247,8 +243,6 @@ def _finish(run: Components, runlog: RunLog) -> None:
 
 def final_evaluation(run: Components, runlog: RunLog) -> None:
     """Greedy pass@1 of the final weights on the hidden tests; EvalPlus samples.jsonl."""
-    from unified.eval.evaluate import EvalResult, evaluate, write_results_json, write_samples_jsonl
-
     with phase_engine(run) as engine:
         parts = all_gather(evaluate(run.problems, engine, run.executor, run.cfg.pipeline.program_max_tokens, seed=run.cfg.seed))
     per_problem = {k: v for p in parts for k, v in p.per_problem.items()}
@@ -269,8 +263,6 @@ def final_evaluation(run: Components, runlog: RunLog) -> None:
 
 def _engines_agree(run: Components) -> float:
     """1.0 when every rank's engine answers a fixed greedy probe identically (same weights)."""
-    from unified.trainer.engine import SamplingConfig
-
     with phase_engine(run) as engine:
         probe = engine.generate(["def add(a, b):"], SamplingConfig(n=1, temperature=0.0, max_tokens=8, seed=0))[0][0]
     answers = all_gather((probe.token_ids, [round(x, 4) for x in probe.logprobs], probe.version))
@@ -286,8 +278,6 @@ def _bar(desc: str, total: int | None, run: Components):
 
 
 def _is_main() -> bool:
-    import os
-
     return int(os.environ.get("RANK", "0")) == 0
 
 
