@@ -41,6 +41,9 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
+
+from unified.files import latest_checkpoint, read_jsonl  # noqa: E402
+
 SPLIT_SEED, TUNE_SIZE = 0, 100
 
 
@@ -149,7 +152,7 @@ def collect(args, ids: list[str], base: Path, overrides: list[str]) -> dict:
     controls = [c for c in controls if c.get("complete")] or controls[:1]
     before = controls[0]
     control = {i: before.get("per_problem", {}).get(i) for i in ids}
-    rows = {r["task_id"]: r for r in _rows(base / "before" / "samples.jsonl")}
+    rows = {r["task_id"]: r for r in read_jsonl(base / "before" / "samples.jsonl")}
     headroom = sorted(i for i in ids if control.get(i) == 0 and (rows.get(i, {}).get("correct") or 0) > 0)
     seeds, afters = [], {}
     for s in args.seeds:
@@ -192,10 +195,6 @@ def collect(args, ids: list[str], base: Path, overrides: list[str]) -> dict:
     }  # fmt: skip
 
 
-def _rows(path: Path) -> list[dict]:
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()] if path.exists() else []
-
-
 def _rel(path: str) -> str:
     p = Path(path).resolve()
     return str(p.relative_to(REPO)) if p.is_relative_to(REPO) else str(path)
@@ -204,8 +203,8 @@ def _rel(path: str) -> str:
 def _saved_config(run: Path) -> dict:
     from omegaconf import OmegaConf
 
-    latest = run / "checkpoints" / "latest"
-    config = run / "checkpoints" / latest.read_text().strip() / "config.yaml" if latest.is_file() else None
+    latest = latest_checkpoint(run / "checkpoints")
+    config = latest / "config.yaml" if latest is not None else None
     saved = OmegaConf.to_container(OmegaConf.load(config)) if config and config.exists() else {}
     return json.loads(json.dumps(saved).replace(str(REPO) + "/", ""))  # no path of this machine in a committed result
 
@@ -214,11 +213,7 @@ def _per_round(run: Path) -> list[dict]:
     keep = ("round", "reward/mean", "reward/solve", "train/groups", "train/groups_used", "train/steps", "train/grad_norm",
             "losses/total", "reward/parse_failure_rate", "time/round", "train/recomputed")  # fmt: skip
     prefixes = ("agreement/", "reward/parse_failure_rate_", "tasks/signal_", "tasks/groups_", "reward/")  # per kind, and the labels' quality
-    return [{k: v for k, v in json.loads(line).items() if k in keep or k.startswith(prefixes)} for line in _lines(run / "metrics.jsonl")]
-
-
-def _lines(path: Path) -> list[str]:
-    return path.read_text().splitlines() if path.exists() else []
+    return [{k: v for k, v in row.items() if k in keep or k.startswith(prefixes)} for row in read_jsonl(run / "metrics.jsonl")]
 
 
 def write_weights(args, base: Path) -> None:
@@ -228,9 +223,8 @@ def write_weights(args, base: Path) -> None:
 
     from omegaconf import OmegaConf
 
-    latest = base / f"seed{args.seeds[0]}" / "run" / "checkpoints" / "latest"
-    if latest.is_file() and not is_compact(args.weights):
-        ckpt = latest.parent / latest.read_text().strip()
+    ckpt = latest_checkpoint(base / f"seed{args.seeds[0]}" / "run" / "checkpoints")
+    if ckpt is not None and not is_compact(args.weights):
         budget = OmegaConf.select(OmegaConf.load(ckpt / "config.yaml"), "pipeline.program_max_tokens")
         if (ckpt / "adapter").is_dir():  # LoRA: the adapter is the compact form
             write_compact_adapter(ckpt / "adapter", args.model, resolve_model_path(args.model), args.weights,

@@ -12,7 +12,7 @@ PACKAGE = Path(__file__).resolve().parents[1] / "unified"
 # own folder and from folders of lower layers only; folders in one layer import neither
 # each other. "__init__" is unified/__init__.py itself.
 LAYERS = (
-    ("__init__", "errors", "types", "quiet"),  # nothing of the project
+    ("__init__", "errors", "types", "quiet", "files"),  # nothing of the project
     ("values", "cli"),  # the literal codec; the training command's flags
     ("text", "sandbox"),  # model text (prompt, extraction); the executor
     ("kinds", "benchmarks"),  # task kinds: build a task, score an answer | problems and their hidden tests

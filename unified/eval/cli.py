@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Sequence
 
 from unified.errors import ArgumentParser, UserError
+from unified.files import sha256
 
 RESULTS, SAMPLES = "eval_results.json", "samples.jsonl"
 PROG = "python -m unified.eval"
@@ -115,7 +116,7 @@ def score_file(args, problems: list) -> int:
         raise UserError(f"--samples has task {unknown[0]!r}, which is not a problem of --benchmark {args.benchmark} "
                         "(or not among the selected problems)")  # fmt: skip
     chosen = [by_id[t] for t in samples]
-    digest = hashlib.sha256(Path(args.samples).read_bytes()).hexdigest()[:10]
+    digest = sha256(args.samples)[:10]
     out = Path(args.output or Path("logs") / "eval" / f"{args.benchmark}-samples-{digest}")
     from unified.eval.run import read_json
 

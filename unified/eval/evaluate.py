@@ -34,6 +34,7 @@ from typing import Sequence
 
 from unified.benchmarks.hidden import needs_expected_outputs, with_expected_outputs
 from unified.errors import UserError
+from unified.files import latest_checkpoint
 from unified.models.resolve import looks_local, resolve_model_path
 from unified.pipeline.evaluation import graded
 from unified.pipeline.failures import counts
@@ -153,9 +154,7 @@ def resolve_eval_model(path: str | None) -> str:
         if looks_local(path) and not local.exists():
             raise UserError(f"model path {str(path)!r} does not exist: give a model folder, a checkpoint folder, or a Hugging Face id")
         if local.is_dir() and not (local / "config.json").exists() and not (local / "compact.json").exists():
-            latest = local / "latest"
-            if latest.is_file():
-                local = local / latest.read_text().strip()
+            local = latest_checkpoint(local) or local  # a checkpoints folder: the checkpoint its `latest` names
             if (local / "model" / "config.json").exists():
                 local = local / "model"
             elif not (local / "config.json").exists():
