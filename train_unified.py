@@ -1,7 +1,7 @@
 #!/usr/bin/env python
 """python train_unified.py --benchmark mbpp --problems 4 --rounds 2 [KEY=VALUE ...]
 
-Thin entry point: parse flags into Hydra overrides, compose the config, run `train(cfg)`.
+Thin entry point: parse flags into Hydra overrides, compose and validate the config once, run `train(cfg, composed)`.
 vLLM may start worker processes that re-import this file, hence the __main__ guard.
 """
 
@@ -17,21 +17,21 @@ def main(argv=None) -> int:
 
 def _run(argv) -> int:
     from unified.cli import parse_args
-    from unified.config import compose_config, to_yaml
+    from unified.config import load_config, to_yaml
 
     args, overrides = parse_args(argv)
-    cfg = compose_config(overrides)
+    composed, cfg = load_config(overrides)  # validated once: `train` runs with this very TrainConfig
     if cfg.trainer.gpus is not None:  # --gpu or trainer.gpus=...: before anything touches CUDA
         os.environ["CUDA_VISIBLE_DEVICES"] = str(cfg.trainer.gpus)
     if args.cfg:
-        print(to_yaml(cfg))
+        print(to_yaml(composed))
         return 0
     from unified.quiet import quiet_console
 
     quiet_console(verbose=bool(cfg.trainer.verbose))  # before torch and vLLM are imported
     from unified.run.loop import train
 
-    return train(cfg)
+    return train(cfg, composed)
 
 
 if __name__ == "__main__":

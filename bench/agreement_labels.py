@@ -27,8 +27,9 @@ import pyarrow.parquet as pq
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from unified.kinds.agreement import consensus, votes_per_program  # noqa: E402
-from unified.pipeline.benchmarks import load_problems, with_expected_outputs  # noqa: E402
-from unified.pipeline.evaluation import hidden_calls, passes_hidden  # noqa: E402
+from unified.benchmarks.hidden import with_expected_outputs  # noqa: E402
+from unified.benchmarks.load import load_problems  # noqa: E402
+from unified.benchmarks.hidden import hidden_calls, passes_hidden  # noqa: E402
 from unified.sandbox.executor import Executor, ExecutorConfig  # noqa: E402
 from unified.types import IOTriple, Program  # noqa: E402
 from unified.values import from_literal  # noqa: E402

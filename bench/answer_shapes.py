@@ -71,7 +71,7 @@ def main() -> int:
     p.add_argument("--collect", action="store_true")
     p.add_argument("--output", default=str(REPO / "logs" / "bench" / "answer_shapes.json"))
     args = p.parse_args()
-    from bench.test_time_gain import split_ids
+    from bench.learning_gain import split_ids
 
     ids = split_ids("tune")[: args.problems]
     base = Path(args.runs_dir)

@@ -70,7 +70,7 @@ def evaluate(model: str, ids: list[str], n: int, out: Path) -> dict:
     body = _json(out / "eval_results.json")
     if not body.get("complete"):
         pids = [a for i in ids for a in ("--problem-id", i)]
-        cmd = [sys.executable, "-m", "unified.evaluate", "--benchmark", "mbpp", "--model", model, *pids, "--n", str(n),
+        cmd = [sys.executable, "-m", "unified.eval", "--benchmark", "mbpp", "--model", model, *pids, "--n", str(n),
                "--temperature", "1.0", "--output", str(out), "--resume"]  # fmt: skip
         out.parent.mkdir(parents=True, exist_ok=True)
         with open(out.parent / f"{out.name}.log", "a") as log:

@@ -69,7 +69,7 @@ OUT = Path(__file__).resolve().parents[1] / "logs" / "bench" / "engine_throughpu
 
 def build_prompts(count: int) -> list[list[dict]]:
     """Phase-1 program prompts of the first MBPP+ problems (cycled if more are asked)."""
-    from unified.pipeline.benchmarks import load_problems
+    from unified.benchmarks.load import load_problems
     from unified.pipeline.generation import user_message
     from unified.text.prompts import program_prompt
 

@@ -5,7 +5,7 @@ like the trained model and repeated, statistics per seed, and each flip's failur
     python bench/rescore_result.py docs/results/test_time_gain.json [--repeats 3]
         [--runs-dir logs/bench/rescore] [--output docs/results/<name>_rescored.json]
 
-Every evaluation here is greedy (`python -m unified.evaluate --n 1`), one after another, with
+Every evaluation here is greedy (`python -m unified.eval --n 1`), one after another, with
 the same threads (`OMP_NUM_THREADS=1`, as the original "after" evaluations ran) and the same
 batches: the base model `--repeats` times (the control; a problem whose outcome differs
 between repeats is noise, left out of every figure and listed) and seed 0's committed
@@ -36,7 +36,7 @@ def evaluate(benchmark: str, model: str, ids: list[str], out: Path) -> dict:
     body = _json(out / "eval_results.json")
     if not body.get("complete"):
         pids = [a for i in ids for a in ("--problem-id", i)]
-        cmd = [sys.executable, "-m", "unified.evaluate", "--benchmark", benchmark, "--model", model, *pids, "--n", "1",
+        cmd = [sys.executable, "-m", "unified.eval", "--benchmark", benchmark, "--model", model, *pids, "--n", "1",
                "--output", str(out), "--resume"]  # fmt: skip
         env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1"}
         out.parent.mkdir(parents=True, exist_ok=True)

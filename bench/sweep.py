@@ -5,7 +5,7 @@ model on the same problems, every configuration in one JSON.
     python bench/sweep.py [--problems 40] [--rounds 3] [--only NAME,...] [--collect]
 
 Configurations are `CONFIGS` below (name -> key=value overrides of the default recipe).
-Each runs through bench/test_time_gain.py (`--split tune --seeds 0`), so it resumes and
+Each runs through bench/learning_gain.py (`--split tune --seeds 0`), so it resumes and
 writes the same keys; the untrained model's evaluation is made once and shared. Writes
 logs/bench/sweep.json (copy it to docs/results/sweep.json with the report).
 """
@@ -72,7 +72,7 @@ def main() -> int:
         if shared.is_dir() and not (base / "before").exists():  # the untrained model's evaluation, made once
             base.mkdir(parents=True, exist_ok=True)
             shutil.copytree(shared, base / "before")
-        cmd = [sys.executable, str(REPO / "bench" / "test_time_gain.py"), "--split", "tune", "--problems", str(args.problems),
+        cmd = [sys.executable, str(REPO / "bench" / "learning_gain.py"), "--split", "tune", "--problems", str(args.problems),
                "--rounds", str(args.rounds), "--seeds", "0", "--runs-dir", str(out), "--output", str(out / "result.json"),
                "--weights", str(out / "weights"), *(["--collect"] if args.collect else []), *CONFIGS[name]]  # fmt: skip
         if subprocess.run(cmd, cwd=REPO, env={**os.environ, "PYTHONUNBUFFERED": "1"}).returncode != 0:

@@ -25,7 +25,7 @@ sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "bench"))
 
 from rescore_result import evaluate, metric  # noqa: E402
-from test_time_gain import split_ids  # noqa: E402
+from learning_gain import split_ids  # noqa: E402
 
 
 def main() -> int:

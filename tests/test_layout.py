@@ -12,17 +12,16 @@ PACKAGE = Path(__file__).resolve().parents[1] / "unified"
 # own folder and from folders of lower layers only; folders in one layer import neither
 # each other. "__init__" is unified/__init__.py itself.
 LAYERS = (
-    ("__init__", "errors", "types", "quiet"),  # nothing of the project
+    ("__init__", "errors", "types", "quiet", "files"),  # nothing of the project
     ("values", "cli"),  # the literal codec; the training command's flags
     ("text", "sandbox"),  # model text (prompt, extraction); the executor
-    ("kinds",),  # task kinds: build a task, score an answer
-    ("pipeline", "trainer"),  # phases 1-4, rewards, benchmarks | policy, engine, aggregator, update: side by side
+    ("kinds", "benchmarks"),  # task kinds: build a task, score an answer | problems and their hidden tests
+    ("pipeline", "trainer"),  # phases 1-4, rewards, greedy pass@1 | policy, engine, aggregator, update: side by side
     ("schema",),  # the typed config: gathers each group's class from beside its stage
     ("models",),  # model folders, the tiny model
     ("config",),  # composing and checking a run's config
     ("eval",),  # pass@1, pass@k, the evaluation command
     ("run",),  # the round loop
-    ("evaluate",),  # `python -m unified.evaluate`, the older name of unified.eval
 )
 
 
@@ -151,14 +150,14 @@ def test_trainer_and_pipeline_import_nothing_of_each_other():
     assert crossing == []
 
 
-def test_the_trainer_loads_nothing_of_the_pipeline_sandbox_or_kinds():
+def test_the_trainer_loads_nothing_of_the_pipeline_sandbox_kinds_or_benchmarks():
     """A trainer module that reads its config (trainer/config.py) pulls in no stage of the
     pipeline: counted in a fresh interpreter, so this test's own imports do not count."""
     import subprocess
     import sys
 
     code = ("import sys, unified.trainer.update, unified.trainer.aggregator, unified.trainer.losses\n"
-            "print(sorted(m for m in sys.modules if m.split('.')[:2][-1] in ('pipeline', 'sandbox', 'kinds')"
+            "print(sorted(m for m in sys.modules if m.split('.')[:2][-1] in ('pipeline', 'sandbox', 'kinds', 'benchmarks')"
             " and m.startswith('unified.')))")  # fmt: skip
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=PACKAGE.parent, timeout=300)
     assert out.returncode == 0, out.stderr[-2000:]

@@ -10,7 +10,7 @@ import argparse
 import sys
 from typing import Callable, Sequence
 
-from unified.errors import UserError
+from unified.errors import ArgumentParser, UserError
 
 FLAG_TO_KEY = {
     "problems": "benchmark.problems",
@@ -20,11 +20,6 @@ FLAG_TO_KEY = {
     "output_dir": "output_dir",
 }
 BOOL_FLAG_TO_KEY = {"verbose": "trainer.verbose"}
-
-
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str):  # one line, not usage + error
-        raise UserError(f"{message} (see --help)")
 
 
 def _int_arg(flag: str):
@@ -38,7 +33,7 @@ def _int_arg(flag: str):
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = _Parser(
+    p = ArgumentParser(
         prog="train_unified.py",
         description="Test-time RL for code LLMs: one resident policy and one resident vLLM engine.",
         epilog="Any other KEY=VALUE argument is a Hydra override, e.g. algorithm.lr=1e-5 rollout=hf. "

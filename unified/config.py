@@ -9,17 +9,23 @@ traceback. Hydra's own output-dir/logging machinery is not used: the run writes 
 from __future__ import annotations
 
 import dataclasses
+import importlib.util
+import json
 import os
 import re
 from pathlib import Path
-from typing import TYPE_CHECKING, Sequence
+from typing import Sequence
 
+from hydra import compose, initialize_config_dir
+from hydra.core.global_hydra import GlobalHydra
+from hydra.errors import HydraException
 from omegaconf import DictConfig, OmegaConf
+from omegaconf.errors import OmegaConfBaseException
 
+from unified.cli import FLAG_TO_KEY
 from unified.errors import UserError
-
-if TYPE_CHECKING:  # composing a config imports no torch: schema.py gathers each group's torch-free class
-    from unified.schema import TrainConfig
+from unified.models.resolve import looks_local
+from unified.schema import TrainConfig, register  # each group's class is torch-free: composing loads no torch
 
 CONFIG_DIR = Path(__file__).resolve().parent.parent / "configs"
 GROUPS = ("model", "rollout", "algorithm", "tuning", "benchmark", "pipeline", "executor", "trainer", "experiment")
@@ -76,11 +82,6 @@ def _unknown_key(key: str, overrides: Sequence[str]) -> str:
 
 def _default_keys() -> list[str]:
     """Every key of the default config, dotted (`trainer.rounds`, ...)."""
-    from hydra import compose, initialize_config_dir
-    from hydra.core.global_hydra import GlobalHydra
-
-    from unified.schema import register
-
     register()
     GlobalHydra.instance().clear()
     with initialize_config_dir(config_dir=str(CONFIG_DIR), version_base=None):
@@ -94,21 +95,12 @@ def _default_keys() -> list[str]:
 
 
 def _flag_keys() -> dict:
-    from unified.cli import FLAG_TO_KEY
-
     return FLAG_TO_KEY
 
 
-def compose_config(overrides: Sequence[str] = (), check: bool = True) -> DictConfig:
-    """Compose `configs/train.yaml` with Hydra overrides (`key=value`, `group=option`);
-    `check=False` only reads (no validation, the output folder is not created)."""
-    from hydra import compose, initialize_config_dir
-    from hydra.core.global_hydra import GlobalHydra
-    from hydra.errors import HydraException
-    from omegaconf.errors import OmegaConfBaseException
-
-    from unified.schema import register
-
+def compose_config(overrides: Sequence[str] = ()) -> DictConfig:
+    """Compose `configs/train.yaml` with Hydra overrides (`key=value`, `group=option`). It
+    only reads: nothing is validated and no folder is touched (`load_config` validates)."""
     register()
     GlobalHydra.instance().clear()
     try:
@@ -116,9 +108,14 @@ def compose_config(overrides: Sequence[str] = (), check: bool = True) -> DictCon
             cfg = compose(config_name="train", overrides=list(overrides))
     except (HydraException, OmegaConfBaseException, ValueError) as exc:
         raise UserError(_explain_hydra_error(exc, list(overrides))) from None
-    if check:
-        validate(cfg)
     return cfg
+
+
+def load_config(overrides: Sequence[str] = ()) -> tuple[DictConfig, TrainConfig]:
+    """The composed config (what `--cfg` prints and checkpoints keep, `to_yaml`) and the
+    run's one typed config, validated once here (`validate`) and passed on to `train`."""
+    composed = compose_config(overrides)
+    return composed, validate(composed)
 
 
 def _positive_int(value, flag: str) -> None:
@@ -130,8 +127,6 @@ def typed(cfg: DictConfig) -> TrainConfig:
     """The whole config as ONE frozen `schema.TrainConfig` (`OmegaConf.to_object`): each
     group the frozen dataclass its stage runs with, its `__post_init__` checks run; a
     mistake is one UserError line."""
-    from omegaconf.errors import OmegaConfBaseException
-
     added = _added_keys(cfg)
     if added:  # added with `+`: no code would read it
         raise UserError(_unknown_key(added[0], []))
@@ -152,7 +147,7 @@ def _added_keys(cfg: DictConfig) -> list[str]:
 
 
 def validate(cfg: DictConfig) -> TrainConfig:
-    """Checks that need no heavy imports; called on every composed config. Returns the
+    """Checks that need no heavy imports (`load_config` runs them once per run). Returns the
     run's one typed config (`typed`)."""
     run_cfg = typed(cfg)
     t, b = run_cfg.trainer, run_cfg.benchmark
@@ -164,8 +159,6 @@ def validate(cfg: DictConfig) -> TrainConfig:
         raise UserError(f"--resume {t.resume!r}: no such checkpoint; use auto, none, or an existing checkpoint directory")
     path = run_cfg.model.path
     if path is not None:
-        from unified.models.resolve import looks_local
-
         if looks_local(path) and not Path(str(path)).expanduser().exists():
             raise UserError(f"model path {path!r} does not exist: give a local model directory or a Hugging Face model id (model.path=...)")
     _check_shapes(run_cfg)
@@ -186,8 +179,6 @@ def check_machine(cfg: TrainConfig, model_dir: str) -> None:
     """What this machine and this model must offer the config: a GPU when one is asked for,
     the vLLM package for a vLLM rollout, and a context that fits the model. Checked before
     anything starts, so none of these ends as a traceback from deep inside torch or vLLM."""
-    import importlib.util
-
     import torch
 
     t, rollout = cfg.trainer, cfg.rollout
@@ -215,8 +206,6 @@ def check_machine(cfg: TrainConfig, model_dir: str) -> None:
 
 def model_positions(model_dir: str) -> int | None:
     """The model's context length (max_position_embeddings), None when unknown."""
-    import json
-
     try:
         value = json.loads((Path(model_dir) / "config.json").read_text()).get("max_position_embeddings")
     except (OSError, ValueError):

@@ -14,6 +14,7 @@ A variable the user set explicitly is never overridden.
 
 from __future__ import annotations
 
+import logging
 import os
 import warnings
 
@@ -37,8 +38,6 @@ def quiet_console(verbose: bool = False) -> None:
     for category in (FutureWarning, DeprecationWarning):
         warnings.filterwarnings("ignore", category=category)
     warnings.filterwarnings("ignore", category=UserWarning, module=r"(torch|vllm|transformers|triton)(\.|$)")
-    import logging
-
     # printed by vllm.triton_utils while it is being imported, before VLLM_LOGGING_LEVEL applies
     logging.getLogger("vllm.triton_utils.importing").setLevel(logging.ERROR)
 

@@ -1,7 +1,7 @@
 """The config's schema: one dataclass per Hydra group, and `TrainConfig` over them.
 
-    cfg = compose_config(["algorithm.lr=5e-5"])          # a DictConfig typed by TrainConfig
-    run_cfg: TrainConfig = typed(cfg)                     # unified.config.typed: OmegaConf.to_object
+    composed = compose_config(["algorithm.lr=5e-5"])     # a DictConfig typed by TrainConfig
+    run_cfg: TrainConfig = typed(composed)                # unified.config.typed: OmegaConf.to_object
     run_cfg.algorithm.samples_per_step                    # frozen, typed, derived sizes as properties
 
 `configs/*.yaml` hold values only (option files and experiments only their deltas); these
@@ -9,7 +9,7 @@ classes hold the keys, types and defaults. Hydra checks every override against t
 composes (an unknown key or a wrong type is an error there), and `OmegaConf.to_object` turns
 the whole tree into one frozen `TrainConfig` whose groups are the frozen dataclasses their
 stages run with, checks in `__post_init__` included: no hand-written mapping between YAML
-and code. The run builds it once (`config.validate`) and every stage reads its fields.
+and code. The run builds it once (`config.load_config`, which validates) and every stage reads its fields.
 Each group lives beside its stage: the trainer's (`model`, `rollout`, `algorithm`,
 `tuning`, `trainer`) in trainer/config.py, the pipeline's (`pipeline`, `benchmark`) in
 pipeline/config.py, the executor's in sandbox/config.py; all three are torch-free, so
@@ -20,13 +20,23 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, fields, is_dataclass
 
+from hydra.core.config_store import ConfigStore
 from omegaconf import DictConfig, OmegaConf
 
-from unified.pipeline.config import BenchmarkConfig, PipelineConfig
+from unified.kinds import SELF_PLAY, SOLVE
+from unified.pipeline.config import INPUTS, TTRLVR_KINDS, BenchmarkConfig, PipelineConfig
 from unified.sandbox.config import ExecutorConfig
 from unified.trainer.config import (  # noqa: F401 - the groups' names, gathered here
-    DEVICES, DTYPES, ENGINE_BACKENDS, TUNING_METHODS, ZERO_VARIANCE, AlgorithmConfig, ModelConfig, RolloutConfig,
-    TrainerConfig, TuningConfig,
+    DEVICES,
+    DTYPES,
+    ENGINE_BACKENDS,
+    TUNING_METHODS,
+    ZERO_VARIANCE,
+    AlgorithmConfig,
+    ModelConfig,
+    RolloutConfig,
+    TrainerConfig,
+    TuningConfig,
 )
 
 
@@ -74,8 +84,6 @@ def task_kinds_for(model_path: str | None) -> list[str]:
     """`pipeline.kinds`' default (the `${task_kinds_for:...}` resolver): a real model
     trains on its benchmark prompts (`solve`, rewarded on the visible examples); the embedded
     tiny model, which writes noise, on the self-play kinds built from canonical programs."""
-    from unified.kinds import SELF_PLAY, SOLVE
-
     return list(SELF_PLAY) if model_path in (None, "", "tiny") else [SOLVE]
 
 
@@ -83,16 +91,12 @@ def constrain_for(backend: str | None) -> list[str]:
     """`pipeline.constrain`'s default (the `${constrain_for:...}` resolver): the self-play
     kinds' answers and phase 2's inputs in their shapes (kinds/shapes.py) where the engine can
     decode in a grammar (vLLM's structured outputs); nothing on the hf backend, which cannot."""
-    from unified.pipeline.config import INPUTS, TTRLVR_KINDS
-
     return [] if backend == "hf" else [*TTRLVR_KINDS, INPUTS]
 
 
 def register() -> None:
     """Store the schema as `schema` (the first entry of configs/train.yaml's defaults) and
     the resolvers the YAML files use."""
-    from hydra.core.config_store import ConfigStore
-
     ConfigStore.instance().store(name="schema", node=schema_node())
     OmegaConf.register_new_resolver("seed_programs_for", seed_programs_for, replace=True)
     OmegaConf.register_new_resolver("task_kinds_for", task_kinds_for, replace=True)

@@ -3,9 +3,11 @@
 problems -> programs -> IPO triples -> tasks -> rollouts -> samples -> update -> weights.
 
 `unified.trainer` (model work) imports no module of `unified.pipeline` (CPU work), nor
-the other way round: what passes between them is these types (each reads its own config
-groups: `unified.trainer.config`, `unified.pipeline.config`), and they meet only in folders layered above both (the round loop in `unified.run`,
-`unified.eval`, `unified.models`; tests/test_layout.py checks both rules).
+the other way round: what passes between them is these types, and each reads its own
+config groups (`unified.trainer.config`, `unified.pipeline.config`). Modules that import
+both sit in folders layered above them: `unified.schema` (which gathers both groups'
+classes), `unified.models`, `unified.eval` and the round loop in `unified.run`
+(tests/test_layout.py checks both rules).
 
 All are frozen: a stage never edits what an earlier stage produced. Python values (test
 arguments, outputs) are kept as values; `unified.values` turns them into literal text for

@@ -1,12 +1,13 @@
 """Config composition: every group and option composes, flags map onto keys."""
 
+import functools
 from pathlib import Path
 
 import pytest
 from omegaconf import OmegaConf
 
 from unified.cli import parse_args
-from unified.config import CONFIG_DIR, GROUPS, compose_config
+from unified.config import CONFIG_DIR, GROUPS, compose_config, load_config
 
 
 def _options(group):
@@ -21,15 +22,37 @@ def test_every_group_has_a_config_file():
 @pytest.mark.parametrize("group", [g for g in GROUPS if g != "experiment"])
 def test_every_option_of_every_group_composes(group, tmp_path):
     for option in _options(group):
-        cfg = compose_config([f"{group}={option}", f"output_dir={tmp_path}"])
+        cfg, _ = load_config([f"{group}={option}", f"output_dir={tmp_path}"])  # validated too
         assert group in cfg and cfg[group] is not None
         OmegaConf.to_container(cfg, resolve=True)  # every interpolation resolves
 
 
-def test_experiments_compose(tmp_path):
-    for option in _options("experiment"):
-        cfg = compose_config([f"experiment={option}", f"output_dir={tmp_path}"])
-        OmegaConf.to_container(cfg, resolve=True)
+def _leaves(tree: dict, prefix: str = "") -> dict:
+    out = {}
+    for key, value in tree.items():
+        if key != "defaults":  # a file's own defaults list: what it builds on, not a value
+            out.update(_leaves(value, f"{prefix}{key}.") if isinstance(value, dict) else {f"{prefix}{key}": value})
+    return out
+
+
+@pytest.mark.parametrize("option", _options("experiment"))
+def test_experiments_compose(option, tmp_path):
+    """Each experiment validates, and every value its file sets (its deltas, `# @package
+    _global_`) is what the typed config holds: an experiment that silently lost a key (a
+    missing package line, a renamed key) fails here."""
+    raw = OmegaConf.to_container(OmegaConf.load(CONFIG_DIR / "experiment" / f"{option}.yaml"))
+    deltas = _leaves(raw)
+    for entry in raw.get("defaults", []):  # `override /group: option`: that option's values, unless the file sets its own
+        ((spec, chosen),) = entry.items()
+        group = spec.split("/")[-1]
+        picked = _leaves(OmegaConf.to_container(OmegaConf.load(CONFIG_DIR / group / f"{chosen}.yaml")), f"{group}.")
+        deltas = {**{k: v for k, v in picked.items() if "${" not in str(v)}, **deltas}
+    assert deltas, f"experiment {option} sets nothing"
+    composed, cfg = load_config([f"experiment={option}", f"output_dir={tmp_path}"])
+    for key, value in deltas.items():
+        typed_value = functools.reduce(getattr, key.split("."), cfg)
+        assert (list(typed_value) if isinstance(typed_value, tuple) else typed_value) == value, key
+        assert OmegaConf.select(composed, key) == value, key
 
 
 def test_flags_map_onto_hydra_keys(tmp_path):
@@ -63,7 +86,7 @@ def test_the_config_is_one_frozen_typed_tree_with_each_group_its_schema_dataclas
     from unified.config import typed
     from unified.schema import TrainConfig
 
-    cfg = compose_config(["executor.timeout_s=1.5", "algorithm=rloo", "tuning=lora"], check=False)
+    cfg = compose_config(["executor.timeout_s=1.5", "algorithm=rloo", "tuning=lora"])
     run_cfg = typed(cfg)
     assert type(run_cfg) is TrainConfig
     with pytest.raises(dataclasses.FrozenInstanceError):

@@ -1,6 +1,6 @@
 """Every config key is honest: each one, set to a non-default but valid value, goes through
 `--cfg job` (composition, the schema's checks, the printed config) and the run's start-up
-checks (`validate`, `check_inputs`, `check_machine`) without a traceback, and shows up in
+checks (`load_config`, `check_inputs`, `check_machine`) without a traceback, and shows up in
 the typed config the run reads. A new key without a value here fails the test. A value a
 machine legitimately refuses (a GPU on a CPU-only machine) must be one `error:` line.
 
@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 from omegaconf import OmegaConf
 
-from unified.config import RENAMED, _default_keys, check_machine, compose_config, to_yaml, typed, validate
+from unified.config import RENAMED, _default_keys, check_machine, compose_config, load_config, to_yaml, typed
 from unified.errors import UserError
 from unified.run.components import check_inputs
 
@@ -84,8 +84,7 @@ def test_every_schema_key_has_a_value_here():
 
 def _start_up(overrides: list[str]):
     """What `train` checks before anything is built: -> the typed config."""
-    composed = compose_config(overrides)
-    cfg = validate(composed)
+    composed, cfg = load_config(overrides)
     inputs = check_inputs(cfg, to_yaml(composed))
     check_machine(cfg, inputs.model_path)
     return cfg
@@ -104,7 +103,7 @@ def small(tmp_path_factory) -> dict:
         (folder / f"{name}.jsonl").write_text("".join(rows))
     base = [*BASE, f"benchmark.source={folder / 'source.jsonl'}", f"output_dir={folder / 'out'}"]
     return {"base": base, "other_source": str(folder / "other_source.jsonl"),
-            "default": OmegaConf.create(OmegaConf.to_container(compose_config(base, check=False), resolve=True))}  # fmt: skip
+            "default": OmegaConf.create(OmegaConf.to_container(compose_config(base), resolve=True))}  # fmt: skip
 
 
 @pytest.mark.parametrize("key", list(VALUES))
@@ -135,7 +134,7 @@ def _field(cfg, key: str):
 def test_typed_config_reads_every_key_from_the_composed_one(small):
     """All values at once: each typed field holds what was composed (no key dropped on the way)."""
     overrides = [*small["base"], *(f"{k}={v.format(**small)}" for k, v in VALUES.items() if k != "algorithm.mini_batch_size")]
-    composed = compose_config(overrides, check=False)
+    composed = compose_config(overrides)
     cfg = typed(composed)
     for key in VALUES:
         value = OmegaConf.select(composed, key)

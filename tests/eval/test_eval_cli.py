@@ -17,7 +17,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def _cli(*args, timeout=300):
-    return subprocess.run([sys.executable, "-m", "unified.evaluate", *args], cwd=ROOT, capture_output=True, text=True,
+    return subprocess.run([sys.executable, "-m", "unified.eval", *args], cwd=ROOT, capture_output=True, text=True,
                           timeout=timeout)  # fmt: skip
 
 
@@ -85,7 +85,7 @@ def _write(path, rows):
 
 
 def test_samples_scores_a_known_good_and_a_known_bad_sample(tmp_path):
-    from unified.pipeline.benchmarks import load_problems
+    from unified.benchmarks.load import load_problems
 
     good = load_problems("mbpp", ids=["Mbpp/2"])[0].canonical_solution
     samples = _write(tmp_path / "s.jsonl", [

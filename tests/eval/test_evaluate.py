@@ -9,10 +9,10 @@ import pytest
 
 from unified.config import UserError
 from unified.eval.evaluate import EvalResult, evaluate, resolve_eval_model, write_samples_jsonl
-from unified.pipeline.benchmarks import load_problems
+from unified.benchmarks.load import load_problems
 from unified.sandbox.executor import ExecutorConfig
 from unified.sandbox.executors import build_executor
-from unified.pipeline.generation import ScriptedGenerator
+from tests.helpers.scripted import ScriptedGenerator
 
 ROOT = Path(__file__).resolve().parents[2]
 IDS = ["Mbpp/2", "Mbpp/3"]
@@ -104,7 +104,7 @@ def test_checkpoint_folder_and_root_resolve_to_the_model(tmp_path):
 
 def _cli(*args, timeout=120):
     return subprocess.run(
-        [sys.executable, "-m", "unified.evaluate", *args], cwd=ROOT, capture_output=True, text=True, timeout=timeout
+        [sys.executable, "-m", "unified.eval", *args], cwd=ROOT, capture_output=True, text=True, timeout=timeout
     )
 
 

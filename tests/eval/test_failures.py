@@ -5,8 +5,8 @@ import pytest
 
 from unified.eval.evaluate import evaluate
 from unified.pipeline.failures import CLASSES, counts, flip_classes, run_class
-from unified.pipeline.benchmarks import load_problems
-from unified.pipeline.generation import ScriptedGenerator
+from unified.benchmarks.load import load_problems
+from tests.helpers.scripted import ScriptedGenerator
 from unified.sandbox.executor import ExecutorConfig
 from unified.sandbox.executors import build_executor
 
@@ -70,8 +70,8 @@ def test_flips_keep_their_classes_and_split_into_format_and_logic_fixes():
 
 def test_the_agreement_labels_accuracy_is_scored_on_the_hidden_tests(problems, executor):
     # `run.loop._agreement`'s measurement: which problems' label programs pass their hidden tests
-    from unified.pipeline.benchmarks import with_expected_outputs
-    from unified.pipeline.evaluation import programs_pass_hidden
+    from unified.benchmarks.hidden import with_expected_outputs
+    from unified.benchmarks.hidden import programs_pass_hidden
 
     scored = with_expected_outputs(problems[:2], executor.run_batch)
     codes = {scored[0].problem_id: scored[0].canonical_solution, scored[1].problem_id: f"def {scored[1].entry_point}(*a):\n    return 0\n"}

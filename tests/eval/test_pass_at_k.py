@@ -1,5 +1,5 @@
 """Unbiased pass@k (Chen et al. 2021, as EvalPlus reports it) against hand-computed values,
-and `python -m unified.evaluate --n N --temperature T` writing it next to greedy pass@1."""
+and `python -m unified.eval --n N --temperature T` writing it next to greedy pass@1."""
 
 import json
 import subprocess
@@ -39,7 +39,7 @@ def test_reported_ks():
 
 def test_evaluate_cli_writes_sampled_pass_at_k_next_to_greedy(tmp_path):
     out = tmp_path / "eval"
-    run = subprocess.run([sys.executable, "-m", "unified.evaluate", "--problems", "2", "--backend", "hf", "--n", "4",
+    run = subprocess.run([sys.executable, "-m", "unified.eval", "--problems", "2", "--backend", "hf", "--n", "4",
                           "--temperature", "1.0", "--output", str(out)], cwd=ROOT, capture_output=True, text=True,
                          timeout=300)  # fmt: skip
     assert run.returncode == 0, run.stderr[-2000:]

@@ -8,7 +8,7 @@ from dataclasses import replace
 import pytest
 
 from unified.kinds import BuildOptions, repair
-from unified.pipeline.generation import ScriptedGenerator
+from tests.helpers.scripted import ScriptedGenerator
 from unified.pipeline.phases import PipelineConfig, build_round_data
 from unified.pipeline.rewards import score_batch
 from unified.pipeline.tasks import build_tasks

@@ -7,8 +7,9 @@ from dataclasses import replace
 import pytest
 
 from unified.kinds import KINDS, SOLVE, kind_of, raw_answer
-from unified.pipeline.benchmarks import load_problems, with_expected_outputs
-from unified.pipeline.generation import ScriptedGenerator
+from unified.benchmarks.hidden import with_expected_outputs
+from unified.benchmarks.load import load_problems
+from tests.helpers.scripted import ScriptedGenerator
 from unified.pipeline.phases import PipelineConfig, build_round_data
 from unified.sandbox.executor import ExecutorConfig
 from unified.sandbox.executors import build_executor

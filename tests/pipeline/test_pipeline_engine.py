@@ -4,7 +4,8 @@ from dataclasses import replace
 
 import pytest
 
-from unified.pipeline.benchmarks import load_problems, with_expected_outputs
+from unified.benchmarks.hidden import with_expected_outputs
+from unified.benchmarks.load import load_problems
 from unified.sandbox.executor import ExecutorConfig
 from unified.sandbox.executors import build_executor
 from unified.pipeline.parquet_io import write_round

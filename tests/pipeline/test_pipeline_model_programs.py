@@ -10,7 +10,7 @@ import pytest
 from unified.sandbox.executor import ExecutorConfig
 from unified.sandbox.executors import build_executor
 from unified.text.extract import answer_text
-from unified.pipeline.generation import ScriptedGenerator
+from tests.helpers.scripted import ScriptedGenerator
 from unified.pipeline.phases import PipelineConfig, cap_tasks, build_round_data
 from unified.types import Problem, Task, TestCase
 

@@ -6,10 +6,11 @@ import pandas as pd
 import pytest
 from datasets import Dataset
 
-from unified.pipeline.benchmarks import load_problems, with_expected_outputs
+from unified.benchmarks.hidden import with_expected_outputs
+from unified.benchmarks.load import load_problems
 from unified.sandbox.executor import ExecutorConfig
 from unified.sandbox.executors import build_executor
-from unified.pipeline.generation import ScriptedGenerator
+from tests.helpers.scripted import ScriptedGenerator
 from unified.pipeline.parquet_io import FILES, read_tasks, write_round
 from unified.pipeline.phases import PipelineConfig, RoundData, build_round_data
 from unified.values import from_literal

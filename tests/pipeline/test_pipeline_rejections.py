@@ -4,7 +4,7 @@ import pytest
 
 from unified.sandbox.executor import ExecutorConfig
 from unified.sandbox.executors import build_executor
-from unified.pipeline.generation import ScriptedGenerator
+from tests.helpers.scripted import ScriptedGenerator
 from unified.pipeline.phases import PipelineConfig, build_round_data
 from unified.pipeline.validate import REASONS
 from unified.types import Problem, TestCase

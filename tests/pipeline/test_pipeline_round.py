@@ -6,10 +6,11 @@ from pathlib import Path
 import pytest
 import yaml
 
-from unified.pipeline.benchmarks import load_problems, with_expected_outputs
+from unified.benchmarks.hidden import with_expected_outputs
+from unified.benchmarks.load import load_problems
 from unified.sandbox.executor import ExecutorConfig
 from unified.sandbox.executors import build_executor
-from unified.pipeline.generation import ScriptedGenerator
+from tests.helpers.scripted import ScriptedGenerator
 from unified.pipeline.phases import PipelineConfig, build_round_data, score_rollouts
 from unified.values import to_literal, values_equal
 from unified.kinds import TASK_KINDS
@@ -197,11 +198,11 @@ def test_pipeline_config_is_the_schema_and_the_file_holds_deltas():
     from unified.errors import UserError
 
     def pipeline(*overrides):
-        return typed(compose_config(list(overrides), check=False)).pipeline
+        return typed(compose_config(list(overrides))).pipeline
 
     mapping = yaml.safe_load(CONFIG.read_text())
     assert set(mapping) < {f.name for f in fields(PipelineConfig)}  # only keys of the schema, not all of them
-    assert list(compose_config([], check=False).pipeline) == [f.name for f in fields(PipelineConfig)]
+    assert list(compose_config([]).pipeline) == [f.name for f in fields(PipelineConfig)]
     # the file holds only what follows the model group; everything else is the dataclass default
     resolved, defaults = pipeline("model=tiny"), PipelineConfig()
     differing = {f.name for f in fields(PipelineConfig) if getattr(resolved, f.name) != getattr(defaults, f.name)}
@@ -210,7 +211,7 @@ def test_pipeline_config_is_the_schema_and_the_file_holds_deltas():
     assert resolved.kinds == PipelineConfig().kinds  # the self-play kinds: it writes no code
     assert pipeline("model=hf").seed_programs == "none" and pipeline("model=hf").kinds == ("solve",)
     with pytest.raises(UserError, match="unknown config key 'pipeline.num_program'"):
-        compose_config(["pipeline.num_program=3"], check=False)
+        compose_config(["pipeline.num_program=3"])
     with pytest.raises(UserError, match="seed_programs"):
         pipeline("pipeline.seed_programs=gold")
     with pytest.raises(UserError, match="kinds"):
@@ -218,7 +219,7 @@ def test_pipeline_config_is_the_schema_and_the_file_holds_deltas():
     with pytest.raises(UserError, match="induction_reward"):
         pipeline("pipeline.induction_reward=most")
     with pytest.raises(UserError, match="num_programs.*'three'"):
-        compose_config(["pipeline.num_programs=three"], check=False)
+        compose_config(["pipeline.num_programs=three"])
     assert pipeline("pipeline.kinds=[deduction]").kinds == ("deduction",)
     with pytest.raises(ValueError, match="kinds"):  # the dataclass checks itself, config or not
         PipelineConfig(kinds=("riddles",))

@@ -11,12 +11,13 @@ import pytest
 from unified.text.stops import FENCE_END, AnswerEnd
 
 from unified.kinds import BuildOptions
-from unified.pipeline.phases import PipelineConfig
+from unified.pipeline.phases import PipelineConfig, program_sampling
 from unified.pipeline.tasks import build_tasks
-from unified.run.phase5 import _reusable, pack_by_signal, tasks_per_chunk, train_on_tasks
+from unified.run.phase5 import Learner, _reusable, pack_by_signal, phase_1_groups, tasks_per_chunk, train_on_tasks
 from unified.sandbox.config import ExecutorConfig
 from unified.sandbox.executor import Executor
 from unified.schema import AlgorithmConfig
+from unified.text.prompts import program_prompt
 from unified.types import Completion, Problem, SamplingConfig, TestCase
 
 
@@ -105,9 +106,9 @@ def test_phase_1s_groups_fill_one_chunk_by_signal_and_the_rest_is_generated_afre
     engine = RecordingEngine(names)
     # 1 sample per step, max_staleness 3: 4 steps per generation, a budget of 4 training samples = 2 groups of 2
     algorithm = AlgorithmConfig(micro_batch_size=1, accum_steps=1, update_steps=1, max_staleness=3)
-    result = train_on_tasks(tasks, engine, executor, SimpleNamespace(version=0), algorithm, PipelineConfig(kinds=("solve",)),
-                            SamplingConfig(n=2, temperature=1.0, max_tokens=16, seed=1), round_index=1, pad_token_id=0,
-                            update_weights=False, reuse=reuse)  # fmt: skip
+    learner = Learner(SimpleNamespace(version=0), algorithm, engine, pad_token_id=0, update_weights=False)
+    result = train_on_tasks(tasks, learner, executor, PipelineConfig(kinds=("solve",)),
+                            SamplingConfig(n=2, temperature=1.0, max_tokens=16, seed=1), round_index=1, reuse=reuse)
     assert result.reused_groups == 4  # both silent groups and the first two with signal
     assert engine.asked == [[tasks[4].messages]]  # the third group with signal: over the budget, sampled again
     by_task = {}
@@ -124,9 +125,27 @@ def test_no_reuse_generates_every_task_in_chunks(executor):
     tasks, _ = build_tasks(problems, [], [], ("solve",), BuildOptions())
     engine = RecordingEngine(names)
     algorithm = AlgorithmConfig(micro_batch_size=1, accum_steps=1, update_steps=1, max_staleness=1)  # 2 steps: 1 task of 2
-    result = train_on_tasks(tasks, engine, executor, SimpleNamespace(version=5), algorithm, PipelineConfig(kinds=("solve",)),
-                            SamplingConfig(n=2, temperature=1.0, max_tokens=16, seed=1), round_index=1, pad_token_id=0,
-                            update_weights=False, reuse={t.prompt: [_completion("x", version=0)] * 2 for t in tasks})  # fmt: skip
+    learner = Learner(SimpleNamespace(version=5), algorithm, engine, pad_token_id=0, update_weights=False)
+    result = train_on_tasks(tasks, learner, executor, PipelineConfig(kinds=("solve",)),
+                            SamplingConfig(n=2, temperature=1.0, max_tokens=16, seed=1), round_index=1,
+                            reuse={t.prompt: [_completion("x", version=0)] * 2 for t in tasks})  # fmt: skip
     assert result.reused_groups == 0  # version 0 is too old at version 5
     assert engine.asked == [[t.messages] for t in tasks] and len(result.rollouts) == 6
     assert engine.ends == [[AnswerEnd(FENCE_END, t.entry_point)] for t in tasks]  # free-text answers stop at their end
+
+
+def test_phase_1s_groups_are_reused_only_when_phase_1_sampled_as_phase_5_does():
+    problem = Problem("Toy/0", "toy", "Write inc: add one.", "inc", (TestCase((1,), 2),))
+    pipeline = PipelineConfig(kinds=("solve",))
+    data = SimpleNamespace(problems=[problem], program_completions={"Toy/0": ["c1", "c2"]})
+    same = program_sampling(pipeline, 0)
+    assert phase_1_groups(data, pipeline, same) == {program_prompt(problem): ["c1", "c2"]}
+    assert phase_1_groups(data, pipeline, SamplingConfig(n=same.n + 1, temperature=same.temperature, top_p=same.top_p,
+                                                         max_tokens=same.max_tokens)) == {}  # fmt: skip
+
+
+def test_the_learner_trains_only_when_updates_are_on():
+    learner = Learner(SimpleNamespace(version=0), AlgorithmConfig(), engine=None, pad_token_id=0, update_weights=False)
+    assert learner.train([], temperature=1.0) is None
+    engine = object()
+    assert learner.on(engine).engine is engine and learner.engine is None  # bound per phase, built once

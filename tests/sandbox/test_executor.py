@@ -146,11 +146,11 @@ def test_config_from_overrides():
     from unified.errors import UserError
 
     overrides = ["executor.workers=3", "executor.timeout_s=1.5", "executor.banned_modules=[os]", "executor.banned_calls=null"]
-    cfg = typed(compose_config(overrides, check=False)).executor
+    cfg = typed(compose_config(overrides)).executor
     assert cfg.workers == 3 and cfg.cpu_s == 2.0 and cfg.wall_s == 16.0
     assert cfg.banned_modules == ("os",) and cfg.banned_calls == BANNED_CALLS
     with pytest.raises(UserError, match="unknown config key 'executor.timeot_s'"):
-        compose_config(["executor.timeot_s=1"], check=False)
+        compose_config(["executor.timeot_s=1"])
     with pytest.raises(ValueError, match="backend must be one of local, ray"):
         build_executor(ExecutorConfig(backend="k8s"))
     with pytest.raises(ValueError, match="timeout_s"):
@@ -162,7 +162,7 @@ def test_config_from_overrides():
 def test_yaml_configs_have_exactly_the_config_keys(name):
     from unified.config import compose_config, typed
 
-    cfg = typed(compose_config([f"executor={name}"], check=False)).executor
+    cfg = typed(compose_config([f"executor={name}"])).executor
     assert cfg.backend == name
     assert cfg.banned_modules == BANNED_MODULES and cfg.banned_calls == BANNED_CALLS
 

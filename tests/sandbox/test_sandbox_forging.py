@@ -38,8 +38,8 @@ FORGER = (  # the finding: patch the harness's reply function so every check "pa
 
 
 def test_forged_replies_cannot_pass_hidden_tests(bare):
-    from unified.pipeline.benchmarks import load_problems
-    from unified.pipeline.evaluation import score_samples
+    from unified.benchmarks.load import load_problems
+    from unified.benchmarks.hidden import score_samples
 
     problem = load_problems("humaneval", ids=["HumanEval/0"])[0]
     wrong = "def has_close_elements(numbers, threshold):\n    return None\n"
@@ -88,7 +88,7 @@ def test_enormous_or_malformed_replies_become_crashed_or_bad_replies(bare):
 
 
 def test_project_data_and_home_are_not_visible(bare):
-    from unified.pipeline.mbpp import BUNDLED as BUNDLED_MBPP
+    from unified.benchmarks.mbpp import BUNDLED as BUNDLED_MBPP
 
     repo = str(Path(__file__).resolve().parents[2])
     for code in [
@@ -147,8 +147,8 @@ def test_a_call_cannot_read_an_earlier_calls_program():
 
 
 def test_evalplus_set_comparison_and_float_tolerance(pool):
-    from unified.pipeline.benchmarks import load_problems
-    from unified.pipeline.evaluation import score_samples
+    from unified.benchmarks.load import load_problems
+    from unified.benchmarks.hidden import score_samples
 
     ids = ["Mbpp/2", "Mbpp/7", "Mbpp/111", "Mbpp/140", "Mbpp/232", "Mbpp/249", "Mbpp/579", "Mbpp/769"]
     problems = load_problems("mbpp", ids=ids)
@@ -171,8 +171,8 @@ def test_evalplus_set_comparison_and_float_tolerance(pool):
 
 
 def test_truncated_fenced_completion_is_recovered(pool):
-    from unified.pipeline.benchmarks import load_problems
-    from unified.pipeline.evaluation import score_samples
+    from unified.benchmarks.load import load_problems
+    from unified.benchmarks.hidden import score_samples
 
     p = load_problems("mbpp", ids=["Mbpp/2"])[0]
     body = p.canonical_solution.strip()

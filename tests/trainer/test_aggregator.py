@@ -244,7 +244,7 @@ def test_push_failure_is_retried_then_raised(device):
 
 
 def test_train_on_samples_steps_per_config(device):
-    grpo = compose_config(["algorithm=grpo", "algorithm.lr=1e-3", "algorithm.max_staleness=3"], check=False)
+    grpo = compose_config(["algorithm=grpo", "algorithm.lr=1e-3", "algorithm.max_staleness=3"])
     cfg = typed(grpo).algorithm  # max_staleness 3: three steps on samples all made at version 0
     policy = _policy(device)
     engine = CountingEngine()
@@ -258,7 +258,7 @@ def test_train_on_samples_steps_per_config(device):
     assert agg.stats()["total_contributions"] == 2 * cfg.update_steps + 1
     assert math.isfinite(summary.losses["loss"]) and math.isfinite(summary.grad_norm)
     with pytest.raises(UserError, match="mini_batch_size"):
-        typed(compose_config([f"algorithm.mini_batch_size={per_step + 1}"], check=False))
+        typed(compose_config([f"algorithm.mini_batch_size={per_step + 1}"]))
     # ppo_epochs=2: every chunk of samples trains twice
     twice = replace(cfg, ppo_epochs=2, max_staleness=10)
     summary = train_on_samples(_samples(per_step), build_aggregator(twice, _policy(device)), twice, engine=None, pad_token_id=0)

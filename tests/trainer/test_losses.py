@@ -30,7 +30,7 @@ def _batch():
 
 @pytest.mark.parametrize("config_name", sorted(EXPECTED))
 def test_loss_and_advantage_estimator_from_config_come_from_verl_registries(config_name, monkeypatch):
-    cfg = typed(compose_config([f"algorithm={config_name}"], check=False)).algorithm  # option files: deltas over grpo
+    cfg = typed(compose_config([f"algorithm={config_name}"])).algorithm  # option files: deltas over grpo
     asked = {"adv": [], "loss": []}
     real_adv, real_loss = core_algos.get_adv_estimator_fn, core_algos.get_policy_loss_fn
     monkeypatch.setattr(core_algos, "get_adv_estimator_fn", lambda name: asked["adv"].append(name) or real_adv(name))

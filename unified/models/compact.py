@@ -15,7 +15,6 @@ digest is checked. Any path that `resolve_model_path` accepts can point at a com
 
 from __future__ import annotations
 
-import hashlib
 import json
 import shutil
 from pathlib import Path
@@ -24,6 +23,7 @@ import numpy as np
 import torch
 
 from unified.errors import UserError
+from unified.files import sha256
 
 FORMAT = "unified-bf16-delta/1"
 ADAPTER_FORMAT = "unified-lora-adapter/1"  # LoRA: its adapter (fp32) is smaller than any delta of the merged weights
@@ -49,12 +49,7 @@ def _bits(t: torch.Tensor) -> np.ndarray:
 
 
 def weights_digest(folder: Path) -> str:
-    h = hashlib.sha256()
-    for f in sorted(Path(folder).glob("*.safetensors")):
-        with open(f, "rb") as fh:
-            for block in iter(lambda: fh.read(1 << 24), b""):
-                h.update(block)
-    return h.hexdigest()
+    return sha256(*sorted(Path(folder).glob("*.safetensors")))
 
 
 def write_compact(trained_dir: str | Path, base: str, base_dir: str | Path, out: str | Path, **extra) -> dict:
@@ -107,7 +102,7 @@ def materialize(compact_dir: str | Path, base_dir: str | Path, cache: str | Path
     compact_dir, base_dir = Path(compact_dir), Path(base_dir)
     manifest = read_manifest(compact_dir)
     payload = compact_dir / (DELTAS if manifest["format"] == FORMAT else ADAPTER + "/adapter_model.safetensors")
-    key = hashlib.sha256(payload.read_bytes()).hexdigest()[:16]
+    key = sha256(payload)[:16]
     dest = Path(cache or Path.home() / ".cache" / "unified" / "compact") / key
     if (dest / "model.safetensors").is_file():
         return str(dest)

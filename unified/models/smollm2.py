@@ -27,7 +27,6 @@ from __future__ import annotations
 import errno
 import fcntl
 import functools
-import hashlib
 import json
 import logging
 import os
@@ -36,6 +35,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from unified.errors import UserError
+from unified.files import sha256
 
 log = logging.getLogger("unified")
 
@@ -72,11 +72,7 @@ def file_sha256(path: Path) -> str:
 
 @functools.lru_cache(maxsize=8)
 def _sha256(path: str, size: int, mtime_ns: int) -> str:  # size and mtime key the cache
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
+    return sha256(path)
 
 
 def model_dir(gguf: Path | None = None, root: Path | None = None) -> Path:

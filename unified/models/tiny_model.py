@@ -66,7 +66,7 @@ def default_model_dir() -> Path:
 
 
 def _training_text() -> list[str]:
-    from unified.pipeline.mbpp import BUNDLED as data
+    from unified.benchmarks.mbpp import BUNDLED as data
 
     rows = [json.loads(line) for line in gzip.open(data, "rt", encoding="utf-8")]
     return [row["prompt"] + "\n" + row["canonical_solution"] for row in rows]

@@ -30,7 +30,7 @@ def corpus(problem_limit: int | None = None) -> list[tuple[str, str]]:
     output) pair (a kind that needs several builds none), per visible case of
     every MBPP+ problem whose canonical solution runs."""
     from unified.kinds import KINDS, BuildOptions
-    from unified.pipeline.benchmarks import load_problems
+    from unified.benchmarks.load import load_problems
     from unified.sandbox.executor import ExecCall, Executor, ExecutorConfig
     from unified.pipeline.programs import canonical_programs
     from unified.values import to_literal

@@ -20,6 +20,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from unified.benchmarks.hidden import hidden_count
 from unified.values import from_literal, to_literal
 from unified.types import Task, TestCase
 
@@ -56,11 +57,10 @@ def round_rows(data) -> dict[str, list[dict]]:
     n = data.round_index
     why = {(r.stage, r.subject): r for r in data.rejections}
     program_why = {r.subject: r.reason for r in data.rejections if r.stage == "program"}
-    hidden = {p.problem_id: len(p.hidden) + bool(p.hidden_test_code) for p in data.problems}
     rows = {
         "problems": [
             dict(round=n, problem_id=p.problem_id, benchmark=p.benchmark, entry_point=p.entry_point, prompt=p.prompt,
-                 visible=_cases_text(p.visible), num_visible=len(p.visible), num_hidden=hidden[p.problem_id],
+                 visible=_cases_text(p.visible), num_visible=len(p.visible), num_hidden=hidden_count(p),
                  pass_at_1=data.pass_at_1.get(p.problem_id))
             for p in data.problems
         ],

@@ -10,6 +10,7 @@ batches (hidden tests, visible check, one run_twice for all program x input pair
 
 from __future__ import annotations
 
+import random
 import time
 from collections import Counter
 from dataclasses import dataclass, field
@@ -165,8 +166,6 @@ def mix_tasks(tasks: Sequence[Task], mix: dict[str, float], seed: int) -> tuple[
     tasks a seeded sample; the rest are rejected as `over_mix`. Empty: every task."""
     if not mix:
         return list(tasks), []
-    import random
-
     rng = random.Random(seed)
     present = {k: [t for t in tasks if t.kind == k] for k in mix if any(t.kind == k for t in tasks)}
     if not present:
@@ -183,8 +182,6 @@ def cap_tasks(tasks: Sequence[Task], limit: int | None, seed: int) -> tuple[list
     keeps the mix; the rest are rejected as `over_cap`."""
     if limit is None or len(tasks) <= limit:
         return list(tasks), []
-    import random
-
     rng = random.Random(seed)
     queues = {k: rng.sample([t for t in tasks if t.kind == k], sum(t.kind == k for t in tasks)) for k in KINDS}
     chosen: list[Task] = []

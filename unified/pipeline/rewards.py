@@ -1,10 +1,13 @@
 """Phase 5 rewards: a completion for a task -> (reward, parse-failure reason or None).
 
-The task's kind (`unified.kinds`) reads the answer, says what to run and scores it: a
-readable answer gets what the kind's `reward` says (0 wrong, 1 right, a share with partial
-credit, solve's `graded` levels). An answer that cannot be read gets `format_penalty`
-(-0.5 by default) or, under `format_penalty_when=no_signal` (the default), only in a batch
-where correctness alone gives no group any signal; otherwise its kind's `readable_floor`.
+The task's kind (`unified.kinds`) reads the answer, says what to run and scores the results:
+a readable answer gets what the kind's `reward` says (1 right, 0 wrong; a share of the cases
+under partial credit or `solve_reward=fraction`; solve's `graded` levels, where wrong is
+negative). An answer that cannot be read gets `format_penalty` (`score_batch`; the
+pipeline's default is -0.5). Under `format_penalty_when=no_signal` (the default) the
+caller (`phases.score_rollouts`) then applies `penalize_format_only_without_signal`: the
+penalty stays only in a batch where correctness alone gives no group any signal, and
+elsewhere the answer scores its kind's `readable_floor`.
 
 Split in three so a round's rollouts are scored with ONE executor batch:
 `parse_answer` (pure) -> the kind's `calls` (what to execute) -> `reward_from_results` (pure).

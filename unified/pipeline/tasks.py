@@ -1,9 +1,11 @@
-"""Phase 3: tasks from IPO triples, built by each task kind (`unified.kinds`).
+"""Phase 3: the round's candidate tasks, built by each task kind (`unified.kinds`).
 
 Per problem, every configured kind builds its tasks (`build_problem`, the one builder of
-the kind contract) from the problem's programs and triples; per program the kinds built from
-triples then take turns (I0, D0, A0, D1, A1, ...), so a later cap keeps a mix. Builders are
-pure: they read triples, never the problem's hidden tests.
+the kind contract): a per-problem kind (`solve`) one task from the problem's prompt,
+visible examples and programs, the others tasks from each program's IPO triples. The
+per-problem kinds' tasks come first; then, per program, the other kinds take turns (I0,
+D0, A0, D1, A1, ...), so a later cap keeps a mix. Builders are pure, and none reads the
+problem's hidden tests (tests/pipeline/test_hidden_firewall.py).
 """
 
 from __future__ import annotations

@@ -2,7 +2,8 @@
 
     check_inputs(cfg)      problems, checkpoint, model, verl names: read and checked
     build_components(cfg)  process group -> problems (this rank's share) -> tokenizer ->
-                           policy (FSDP2) -> ONE engine -> executor -> aggregator,
+                           policy (FSDP2) -> ONE engine -> executor -> aggregator ->
+                           the learner (phase 5's update: `run/phase5.py`),
                            restored from a checkpoint when `trainer.resume` finds one
     save(c, round)         HF-format weights + optimizer + aggregator + RNG + config
     phase_engine(c)        the engine a phase uses: the resident one, metered (the old
@@ -19,13 +20,32 @@ import random
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
+import torch.distributed
 
+from unified.benchmarks.hidden import with_expected_outputs
+from unified.benchmarks.load import BenchmarkError, load_problems
 from unified.errors import UserError
+from unified.models.resolve import load_tokenizer, resolve_model_path
+from unified.run.colocate import Colocation, resolve_sleep
+from unified.run.phase5 import Learner
+from unified.run.telemetry import ComputeLedger, MeteredEngine
+from unified.sandbox.executor import Executor
+from unified.sandbox.executors import build_executor
 from unified.schema import TrainConfig
 from unified.trainer import checkpoint as ckpt
+from unified.trainer.aggregator import Aggregator, build_aggregator
+from unified.trainer.distributed import DistInfo, all_gather, init_distributed, resolve_dtype
+from unified.trainer.engine import Engine, SamplingConfig, build_engine_from_config
+from unified.trainer.losses import check_algorithm
+from unified.trainer.policy import Policy, build_policy_from_config
+from unified.types import Problem
+
+if TYPE_CHECKING:
+    from transformers import PreTrainedTokenizerBase
 
 log = logging.getLogger("unified")
 
@@ -33,23 +53,22 @@ log = logging.getLogger("unified")
 @dataclass(frozen=True)
 class Components:
     cfg: TrainConfig
-    dist: object  # distributed.DistInfo
-    problems: tuple  # this rank's problems (expected outputs filled)
-    all_problem_ids: tuple
-    tokenizer: object
-    policy: object
-    engine: object  # the resident engine (None in restart mode)
-    executor: object
-    aggregator: object
+    dist: DistInfo
+    problems: tuple[Problem, ...]  # this rank's problems (expected outputs filled)
+    all_problem_ids: tuple[str, ...]
+    tokenizer: PreTrainedTokenizerBase
+    policy: Policy
+    engine: Engine | None  # the resident engine (None in restart mode)
+    executor: Executor
+    aggregator: Aggregator
+    learner: Learner  # phase 5's update: aggregator, algorithm, colocation, reference policy, ledger
     config_yaml: str  # the composed config, resolved: what checkpoints keep (config.yaml)
     out_dir: Path
     start_round: int  # first round to run (1-based)
     resumed_from: Path | None
-    ledger: object = None  # telemetry.ComputeLedger: device-seconds and tokens per role, cumulative
+    ledger: ComputeLedger  # device-seconds and tokens per role, cumulative
     eval_history: list = field(default_factory=list)  # [(cumulative compute, pass@1)] for the ScaleRL fit
     dtype: str = "float32"  # the compute dtype model.dtype resolved to (policy and engine alike)
-    colocation: object = None  # run.colocate.Colocation: the engine sleeps during phase 5's update
-    ref_policy: object = None  # the frozen model the run started from (algorithm.use_kl_loss only)
     # problem id -> one bool per round it was drawn: whether a group of it had signal (pipeline/selective.py)
     signal_history: dict = field(default_factory=dict)
 
@@ -81,8 +100,6 @@ class Inputs:
 def check_inputs(cfg: TrainConfig, config_yaml: str) -> Inputs:
     """Problem selection, checkpoint, model and the algorithm's verl names: every mistake
     here is one clear line (UserError) before the run folder is touched or an engine starts."""
-    from unified.pipeline.benchmarks import BenchmarkError, load_problems
-    from unified.trainer.losses import check_algorithm
 
     b = cfg.benchmark
     try:
@@ -100,7 +117,6 @@ def check_inputs(cfg: TrainConfig, config_yaml: str) -> Inputs:
 def _model_paths(cfg: TrainConfig, resume: Path | None) -> tuple:
     """(engine model, resume, policy model, LoRA adapter): a resumed run loads the
     checkpoint's model; under LoRA the policy loads the base model plus the adapter."""
-    from unified.models.resolve import resolve_model_path
 
     lora = cfg.tuning.method == "lora"
     base = resolve_model_path(cfg.model.path) if resume is None or lora else None
@@ -114,14 +130,6 @@ def _model_paths(cfg: TrainConfig, resume: Path | None) -> tuple:
 
 
 def build_components(cfg: TrainConfig, inputs: Inputs) -> Components:
-    from unified.models.resolve import load_tokenizer
-    from unified.pipeline.benchmarks import with_expected_outputs
-    from unified.run.colocate import Colocation, resolve_sleep
-    from unified.run.telemetry import ComputeLedger
-    from unified.sandbox.executors import build_executor
-    from unified.trainer.aggregator import build_aggregator
-    from unified.trainer.distributed import init_distributed, resolve_dtype
-    from unified.trainer.policy import build_policy_from_config
 
     t = cfg.trainer
     info = init_distributed(t.device)  # before the engine: vLLM reuses this process group
@@ -149,11 +157,10 @@ def build_components(cfg: TrainConfig, inputs: Inputs) -> Components:
     aggregator = build_aggregator(cfg.algorithm, policy, snapshot_dir=out_dir / "snapshots")
     ledger = ComputeLedger()
     start, history, signals = _restore(resume, aggregator, engine, ledger, info.rank) if resume is not None else (1, [], {})
-    return Components(
-        cfg, info, problems, all_ids, tokenizer, policy, engine, executor, aggregator, inputs.config_yaml,
-        out_dir, start, resume, ledger, history, dtype,
-        Colocation(engine, resolve_sleep(rollout.sleep_between_phases, rollout.backend)), ref_policy, signals,
-    )  # fmt: skip
+    colocation = Colocation(engine, resolve_sleep(rollout.sleep_between_phases, rollout.backend))
+    learner = Learner(aggregator, cfg.algorithm, engine, tokenizer.pad_token_id, t.update_weights, colocation, ref_policy, ledger)
+    return Components(cfg, info, problems, all_ids, tokenizer, policy, engine, executor, aggregator, learner,
+                      inputs.config_yaml, out_dir, start, resume, ledger, history, dtype, signals)  # fmt: skip
 
 
 def _restore(resume: Path, aggregator, engine, ledger, rank: int) -> tuple[int, list, dict]:
@@ -179,15 +186,12 @@ def _restore(resume: Path, aggregator, engine, ledger, rank: int) -> tuple[int, 
 def reference_policy(cfg: TrainConfig, device, dtype: str):
     """The KL reference: the configured model as it was before any training (a resumed run
     too), frozen."""
-    from unified.models.resolve import resolve_model_path
-    from unified.trainer.policy import build_policy_from_config
 
     return build_policy_from_config(cfg.model, resolve_model_path(cfg.model.path), device, trainable=False, dtype=dtype)
 
 
 def resident_engine(rollout, model_path: str, dtype: str, seed: int, planned_samples: int = 0):
     """The process's one engine, built once and warmed up."""
-    from unified.trainer.engine import build_engine_from_config
 
     engine = build_engine_from_config(rollout, model_path, dtype=dtype, seed=seed, planned_samples=planned_samples)
     warm_up(engine)
@@ -196,7 +200,6 @@ def resident_engine(rollout, model_path: str, dtype: str, seed: int, planned_sam
 
 def warm_up(engine) -> None:
     """vLLM's first generate pays one-off set-up (seconds on CPU): do it here, not in round 1."""
-    from unified.trainer.engine import SamplingConfig
 
     for temperature in (0.0, 1.0):
         engine.generate(["def f(x):"], SamplingConfig(n=2, temperature=temperature, max_tokens=4, seed=0))
@@ -204,7 +207,6 @@ def warm_up(engine) -> None:
 
 def save(c: Components, round_index: int) -> Path | None:
     """A checkpoint of the state after `round_index` (collective: every rank calls it)."""
-    from unified.trainer.distributed import all_gather
 
     optimizer_state = c.aggregator.optimizer_state_dict()  # gathered on every rank
     ledgers = all_gather(c.ledger.state_dict())  # each rank's own compute, restored per rank
@@ -237,7 +239,6 @@ def save(c: Components, round_index: int) -> Path | None:
 def phase_engine(c: Components):
     """The engine for one phase: the one resident engine, metered, weights already in it.
     (bench/restart_mode.py swaps this for the old design: a fresh engine per phase.)"""
-    from unified.run.telemetry import MeteredEngine
 
     yield MeteredEngine(c.engine, c.ledger)
 
@@ -249,7 +250,6 @@ def close(c: Components) -> None:
             c.engine.close()
     finally:
         c.executor.close()
-        import torch.distributed as dist
 
-        if dist.is_initialized():
-            dist.destroy_process_group()
+        if torch.distributed.is_initialized():
+            torch.distributed.destroy_process_group()

@@ -1,6 +1,6 @@
 """The round loop: build everything once, then N rounds of phases 1-4 and phase 5.
 
-    cfg = validate(composed)                  the one typed, frozen TrainConfig (schema.py)
+    composed, cfg = load_config(overrides)    the one typed, frozen TrainConfig (schema.py), validated once
     run = build_components(cfg)               policy, ONE engine, executor, aggregator
     for round r:
         make_tasks     phases 1-4: programs -> IPO triples -> tasks -> validation   (pipeline)
@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import gc
 import logging
+import os
 import sys
 import time
 from dataclasses import asdict, replace
@@ -21,28 +22,35 @@ import torch
 from omegaconf import DictConfig, OmegaConf
 from tqdm import tqdm
 
-from unified.run import metrics
-from unified.run.components import Components, build_components, check_inputs, close, phase_engine, save
-from unified.config import UserError, check_machine, to_yaml, validate
-from unified.run.phase5 import Phase5Result, train_on_tasks
+from unified.benchmarks.hidden import programs_pass_hidden
+from unified.config import UserError, check_machine, to_yaml
+from unified.eval.evaluate import EvalResult, evaluate, write_results_json, write_samples_jsonl
+from unified.eval.pass_at_k import round_pass_at_k
+from unified.eval.scaling_fit import fit_metrics, write_fit_summary
 from unified.kinds import SOLVE
 from unified.pipeline import selective
 from unified.pipeline.parquet_io import write_round, write_rows
 from unified.pipeline.phases import build_round_data
+from unified.run import metrics
+from unified.run.components import Components, build_components, check_inputs, close, phase_engine, save
+from unified.run.phase5 import Phase5Result, phase_1_groups, train_on_tasks
+from unified.run.plots import plot_run
 from unified.run.runlog import FolderGuard, RunLock, RunLog, check_run_folder, memory_stats
 from unified.run.stopping import StopRequest
+from unified.schema import TrainConfig
 from unified.trainer.checkpoint import rng_state, set_rng_state
-from unified.trainer.distributed import all_gather, all_reduce_int
-from unified.trainer.engine import engine_creations
+from unified.trainer.distributed import all_gather, all_reduce_int, cpu_has_bf16
+from unified.trainer.engine import SamplingConfig, engine_creations
 from unified.trainer.update_stats import UpdateStats
 from unified.types import Rollout
 
 log = logging.getLogger("unified")
 
 
-def train(composed: DictConfig) -> int:
-    """Run the configured rounds; returns the process exit code."""
-    cfg = validate(composed)  # the run's one typed config: every stage reads its fields
+def train(cfg: TrainConfig, composed: DictConfig) -> int:
+    """Run the configured rounds; returns the process exit code. `cfg`: the run's one typed
+    config, validated (`config.load_config`): every stage reads its fields; `composed`: the
+    config it came from, kept as YAML in every checkpoint."""
     inputs = check_inputs(cfg, to_yaml(composed))  # bad input fails here, before the run folder is touched
     check_machine(cfg, inputs.model_path)
     if _is_main():  # an earlier run in the folder: continue it (--resume) or refuse, never move it
@@ -100,7 +108,7 @@ def run_round(run: Components, runlog: RunLog, r: int, stop: StopRequest) -> boo
     scalars.update(_compute_and_fit(run, scalars, r))
     scalars.update(metrics.executor_metrics(run.executor))  # executor/: this round's sandbox calls and timeouts by kind
     scalars.update(metrics.state_metrics(run.aggregator, run.engine, memory_stats()))
-    scalars.update(metrics.colocation_metrics(run.colocation))  # memory/gpu_update_gib (CUDA), engine/sleeps
+    scalars.update(metrics.colocation_metrics(run.learner.colocation))  # memory/gpu_update_gib (CUDA), engine/sleeps
     if run.dist.world_size > 1:
         scalars["engine/ranks_agree"] = _engines_agree(run)
     scalars.update({"time/phase_1_4": t14["seconds"], "time/phase_5": t5["seconds"], "time/push": result.train.push_s,
@@ -142,11 +150,8 @@ def update_policy(run: Components, r: int, data) -> tuple[Phase5Result, list[Rol
     else:
         sampling = run.cfg.rollout.sampling(seed=(run.cfg.seed * 100_003 + r) * 7919)
         with _bar(f"round {r} phase 5", None, run) as bar, phase_engine(run) as engine:
-            result = train_on_tasks(tasks, engine, run.executor, run.aggregator, run.cfg.algorithm, run.cfg.pipeline, sampling,
-                                 round_index=r, pad_token_id=run.tokenizer.pad_token_id, on_chunk=bar.update,
-                                 update_weights=run.cfg.trainer.update_weights, ledger=run.ledger,
-                                 reuse=_phase_1_groups(run, data, sampling), colocation=run.colocation,
-                                 ref_policy=run.ref_policy)  # fmt: skip
+            result = train_on_tasks(tasks, run.learner.on(engine), run.executor, run.cfg.pipeline, sampling, round_index=r,
+                                    on_chunk=bar.update, reuse=phase_1_groups(data, run.cfg.pipeline, sampling))  # fmt: skip
     rows = [row for part in all_gather(list(result.rollouts)) for row in part]
     if run.dist.is_main:
         write_rows(run.out_dir / f"round_{r}", "rollouts", [asdict(row) for row in rows])
@@ -162,27 +167,11 @@ def _groups(tasks, rollouts) -> list[tuple[str, list[float]]]:
     return [(problem_of[task_id], group) for task_id, group in rewards.items() if task_id in problem_of]
 
 
-def _phase_1_groups(run: Components, data, sampling) -> dict:
-    """Phase 1's samples by prompt text, when phase 1 sampled exactly as phase 5 would
-    (n, temperature, top-p, budget): the `solve` kind's groups need no second generation."""
-    from unified.pipeline.phases import program_sampling
-    from unified.text.prompts import program_prompt
-
-    phase_1 = program_sampling(run.cfg.pipeline, 0)
-    if (phase_1.n, phase_1.temperature, phase_1.top_p, phase_1.max_tokens) != (
-            sampling.n, sampling.temperature, sampling.top_p, sampling.max_tokens):  # fmt: skip
-        return {}
-    prompts = {p.problem_id: program_prompt(p) for p in data.problems}
-    return {prompts[pid]: group for pid, group in data.program_completions.items() if pid in prompts}
-
-
 def _pass_at_k(run: Components, data) -> dict:
     """`eval/pass@k` (unbiased) from phase 1's samples, for the k in `trainer.pass_at_k`."""
     ks = list(run.cfg.trainer.pass_at_k)
     if not ks or not data.pass_at_1 or all(v is None for v in data.pass_at_1.values()):
         return {}
-    from unified.eval.pass_at_k import round_pass_at_k
-
     parts = all_gather(round_pass_at_k(data, run.executor, run.cfg.pipeline.num_programs, ks))
     return {_pass_at_k_key(k): sum(v for p in parts for v in p.get(k, [])) / max(1, sum(len(p.get(k, [])) for p in parts))
             for k in ks if any(k in p for p in parts)}  # fmt: skip
@@ -195,8 +184,6 @@ def _agreement(run: Components, data) -> dict:
     pipeline = run.cfg.pipeline
     if pipeline.solve_source == "visible" or SOLVE not in pipeline.kinds:
         return {}
-    from unified.pipeline.evaluation import programs_pass_hidden
-
     solve = [t for t in data.candidate_tasks if t.kind == SOLVE]
     passes = programs_pass_hidden(data.problems, {t.problem_id: t.program for t in solve}, run.executor.run_batch)
     return metrics.agreement_metrics(all_gather(metrics.agreement_counts(data.problems, solve, passes)))
@@ -217,8 +204,6 @@ def _compute_and_fit(run: Components, scalars: dict, r: int) -> dict:
 
 
 def _fit(run: Components, compute: dict) -> dict:
-    from unified.eval.scaling_fit import fit_metrics, write_fit_summary
-
     if not run.dist.is_main:
         return {}
     history = list(run.eval_history)
@@ -260,8 +245,6 @@ def _announce(run: Components, runlog: RunLog) -> None:
 
 
 def _dtype_reason(run: Components) -> str:
-    from unified.trainer.distributed import cpu_has_bf16
-
     if run.cfg.model.dtype != "auto" or run.dist.device.type == "cuda":
         return ""
     if run.cfg.trainer.deterministic:
@@ -273,8 +256,6 @@ def _finish(run: Components, runlog: RunLog) -> None:
     if run.cfg.trainer.eval_every > 0:
         final_evaluation(run, runlog)
     if run.dist.is_main and (run.out_dir / "metrics.jsonl").exists():
-        from unified.run.plots import plot_run
-
         png = run.out_dir / "tensorboard" / "summary.png"
         plot_run(run.out_dir / "metrics.jsonl", png)
         log.info("summary plot: %s", png)
@@ -283,8 +264,6 @@ def _finish(run: Components, runlog: RunLog) -> None:
 
 def final_evaluation(run: Components, runlog: RunLog) -> None:
     """Greedy pass@1 of the final weights on the hidden tests; EvalPlus samples.jsonl."""
-    from unified.eval.evaluate import EvalResult, evaluate, write_results_json, write_samples_jsonl
-
     with phase_engine(run) as engine:
         parts = all_gather(evaluate(run.problems, engine, run.executor, run.cfg.pipeline.program_max_tokens, seed=run.cfg.seed))
     per_problem = {k: v for p in parts for k, v in p.per_problem.items()}
@@ -305,8 +284,6 @@ def final_evaluation(run: Components, runlog: RunLog) -> None:
 
 def _engines_agree(run: Components) -> float:
     """1.0 when every rank's engine answers a fixed greedy probe identically (same weights)."""
-    from unified.trainer.engine import SamplingConfig
-
     with phase_engine(run) as engine:
         probe = engine.generate(["def add(a, b):"], SamplingConfig(n=1, temperature=0.0, max_tokens=8, seed=0))[0][0]
     answers = all_gather((probe.token_ids, [round(x, 4) for x in probe.logprobs], probe.version))
@@ -322,8 +299,6 @@ def _bar(desc: str, total: int | None, run: Components):
 
 
 def _is_main() -> bool:
-    import os
-
     return int(os.environ.get("RANK", "0")) == 0
 
 

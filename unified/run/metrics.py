@@ -22,11 +22,12 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Sequence
 
+from unified import kinds
 from unified.trainer.distributed import all_gather
 from unified.trainer.engine import engine_creations
 from unified.trainer.update_stats import UpdateStats, token_weighted_mean
 from unified.types import Rollout
-from unified import kinds
+from unified.values import to_literal, values_equal
 
 LOSS_KEYS = {"pg_loss": "losses/pg_loss", "kl": "losses/kl", "entropy": "losses/entropy", "loss": "losses/total",
              "ppo_kl": "losses/ppo_kl"}  # fmt: skip
@@ -74,8 +75,6 @@ def agreement_counts(problems, solve_tasks, passes_hidden: dict[str, bool]) -> d
     """One rank's counts behind `agreement/*` (`agreement_metrics`): problems, those with a
     label (a solve task), labels whose program passes the hidden tests (of those with hidden
     tests), and labels that contradict a visible example (of those with one)."""
-    from unified.values import to_literal, values_equal
-
     by_id = {p.problem_id: p for p in problems}
     out = dict(problems=len(problems), labelled=len(solve_tasks), scored=len(passes_hidden),
                accurate=sum(passes_hidden.values()), comparable=0, contradicts=0)  # fmt: skip

@@ -4,15 +4,20 @@ sandbox, and the RL update through the aggregator.
     for each chunk of tasks (as many samples as the staleness budget allows):
         engine.generate(n per task prompt)      behaviour log-probs + weight version
         score_rollouts (sandbox)                verifiable rewards, parse failures
-        train_on_samples                        per optimizer step: verl loss, backward,
+        learner.train (train_on_samples)        per optimizer step: verl loss, backward,
                                                 aggregator.step(), push_weights(engine)
+
+The `Learner` is built once per run (`components.build_components`): the aggregator, the
+algorithm, the pad id, the colocation, the reference policy and the compute ledger; each
+phase binds it to its engine (`learner.on(engine)`), the one that generates and is pushed to.
 
 Chunks keep rollouts fresh: a chunk holds `algorithm.steps_per_generation` optimizer steps'
 worth of samples, `(max_staleness + 1) // ppo_epochs`, so no sample trained on is older
 than `max_staleness` versions. Every rank runs the same number of chunks (FSDP
 collectives); a rank out of tasks trains on padding.
 
-Phase 1's samples (the `solve` kind's groups, `reuse`) come first, as one chunk packed by
+Phase 1's samples (the `solve` kind's groups, `reuse`: `phase_1_groups`, when phase 1
+sampled exactly as phase 5 does) come first, as one chunk packed by
 the samples that will TRAIN: they are scored before any step, groups without signal (all
 rewards equal, dropped under `zero_variance=drop`) cost no step and always ride along,
 and groups with signal fill the staleness budget; those over it are generated afresh in
@@ -24,18 +29,24 @@ from __future__ import annotations
 import math
 import time
 from contextlib import contextmanager, nullcontext
-from dataclasses import dataclass, replace
-from typing import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Callable, Mapping, Sequence
 
 from unified.pipeline.config import PipelineConfig
-from unified.pipeline.phases import score_rollouts
+from unified.pipeline.phases import program_sampling, score_rollouts
+from unified.text.prompts import program_prompt
 from unified.trainer.aggregator import Aggregator
+from unified.trainer.config import AlgorithmConfig
 from unified.trainer.distributed import all_reduce_int
 from unified.trainer.engine import Engine, SamplingConfig
-from unified.trainer.config import AlgorithmConfig
 from unified.trainer.update import has_signal, train_on_samples
 from unified.trainer.update_stats import UpdateStats, merge_chunks
 from unified.types import Completion, Rollout, Sample, Task
+
+if TYPE_CHECKING:
+    from unified.run.colocate import Colocation
+    from unified.run.telemetry import ComputeLedger
+    from unified.trainer.policy import Policy
 
 
 @dataclass(frozen=True)
@@ -46,6 +57,35 @@ class Phase5Result:
     reused_groups: int = 0  # groups taken from phase 1's samples instead of a new generation
 
 
+@dataclass(frozen=True)
+class Learner:
+    """Phase 5's update, built once per run: scored samples in, optimizer steps out, each
+    step's weights pushed into `engine`."""
+
+    aggregator: Aggregator
+    algorithm: AlgorithmConfig
+    engine: Engine | None  # generates phase 5's rollouts and takes the pushes (None: a unit test's)
+    pad_token_id: int
+    update_weights: bool = True  # False: the no-training control (the same rollouts and rewards, no step)
+    colocation: Colocation | None = None  # the engine sleeps during the update, wakes to be pushed to
+    ref_policy: Policy | None = None  # the KL reference (algorithm.use_kl_loss only)
+    ledger: ComputeLedger | None = None  # accumulates the update's compute
+
+    def on(self, engine) -> Learner:
+        """This learner with a phase's engine (the resident one, metered; bench/restart_mode.py: a fresh one)."""
+        return replace(self, engine=engine)
+
+    def train(self, samples: Sequence[Sample], temperature: float) -> UpdateStats | None:
+        """The update on one chunk's samples (None under `update_weights=False`)."""
+        if not self.update_weights:
+            return None
+        tokens = sum(len(s.prompt_token_ids) + len(s.token_ids) for s in samples)
+        with self.ledger.measure("update", tokens) if self.ledger is not None else nullcontext(), \
+                self.colocation.session() if self.colocation is not None else nullcontext():  # fmt: skip
+            return train_on_samples(samples, self.aggregator, self.algorithm, engine=self.engine, pad_token_id=self.pad_token_id,
+                                    temperature=temperature, turns=self.colocation, ref_policy=self.ref_policy)  # fmt: skip
+
+
 def tasks_per_chunk(algorithm: AlgorithmConfig, n: int) -> int:
     """Tasks (`n` samples each) per generation: `steps_per_generation` optimizer steps' worth
     of samples, rounded up to whole tasks; at least one."""
@@ -54,68 +94,91 @@ def tasks_per_chunk(algorithm: AlgorithmConfig, n: int) -> int:
 
 def train_on_tasks(
     tasks: Sequence[Task],
-    engine: Engine,
+    learner: Learner,
     executor,
-    aggregator: Aggregator,
-    algorithm: AlgorithmConfig,
     pipeline: PipelineConfig,
     sampling: SamplingConfig,
     *,
     round_index: int,
-    pad_token_id: int,
     on_chunk: Callable[[], object] | None = None,
-    update_weights: bool = True,
-    ledger=None,
     reuse: Mapping[str, Sequence[Completion]] | None = None,
-    colocation=None,
-    ref_policy=None,
 ) -> Phase5Result:
-    """`update_weights=False` is the no-training control: the same rollouts and rewards, no
-    step. `ledger` (telemetry.ComputeLedger) accumulates the update's compute. `reuse`:
-    prompt text -> completions already sampled from it with these sampling settings (phase
-    1's programs for the `solve` kind); a task with that prompt takes them as its group
-    instead of a new generation while their weight version is fresh enough (`_reusable`).
-    `colocation` (run/colocate.py): the engine sleeps during the update, wakes to be pushed to."""
-    size = tasks_per_chunk(algorithm, sampling.n)
-    rows: list[Rollout] = []
-    summaries: list[UpdateStats] = []
-    seconds = {"generate": 0.0, "score": 0.0, "train": 0.0}
+    """Rollouts, rewards and updates on `tasks`, generated by `learner.engine`. `reuse`: prompt
+    text -> completions already sampled from it with these sampling settings (`phase_1_groups`);
+    a task with that prompt takes them as its group instead of a new generation while their
+    weight version is fresh enough (`_reusable`)."""
+    chunks = _Chunks(learner, executor, pipeline, sampling, round_index, on_chunk)
+    reusable = _reusable(reuse, learner.aggregator.version, learner.algorithm)
+    fresh = [t for t in tasks if t.prompt not in reusable]
+    if all_reduce_int(sum(t.prompt in reusable for t in tasks), "max"):  # phase 1's groups: one chunk on every rank
+        fresh = chunks.reused([t for t in tasks if t.prompt in reusable], reusable) + fresh  # over the budget: afresh
+    size = tasks_per_chunk(learner.algorithm, sampling.n)
+    for c in range(all_reduce_int(math.ceil(len(fresh) / size), "max")):  # every rank runs as many chunks
+        chunks.generated(list(fresh[c * size : (c + 1) * size]), c)
+    return Phase5Result(tuple(chunks.rows), merge_chunks(chunks.summaries), chunks.seconds, chunks.reused_groups)
 
-    def run_chunk(chunk: list[Task], outputs: list, scores: list) -> None:
-        samples, rollouts = _scored(chunk, outputs, scores, round_index)
-        rows.extend(rollouts)
-        with _timed(seconds, "train"):
-            if update_weights:
-                with ledger.measure("update", _tokens(samples)) if ledger is not None else nullcontext(), \
-                        colocation.session() if colocation is not None else nullcontext():
-                    summaries.append(train_on_samples(samples, aggregator, algorithm, engine=engine, pad_token_id=pad_token_id,
-                                                      temperature=sampling.temperature, turns=colocation,
-                                                      ref_policy=ref_policy))  # fmt: skip
-        if on_chunk is not None:
-            on_chunk()
 
-    reusable = _reusable(reuse, aggregator.version, algorithm)
-    reused, tasks = [t for t in tasks if t.prompt in reusable], [t for t in tasks if t.prompt not in reusable]
-    if all_reduce_int(len(reused), "max"):  # phase 1's groups: one chunk on every rank
-        with _timed(seconds, "score"):
-            groups = [list(reusable[t.prompt]) for t in reused]
-            scores = score_rollouts(reused, groups, executor, pipeline) if reused else []
+@dataclass
+class _Chunks:
+    """One phase 5's chunks: each is scored, trained on, and its rows and update kept."""
+
+    learner: Learner
+    executor: object
+    pipeline: PipelineConfig
+    sampling: SamplingConfig
+    round_index: int
+    on_chunk: Callable[[], object] | None
+    rows: list[Rollout] = field(default_factory=list)
+    summaries: list[UpdateStats] = field(default_factory=list)
+    seconds: dict = field(default_factory=lambda: {"generate": 0.0, "score": 0.0, "train": 0.0})
+    reused_groups: int = 0
+
+    def reused(self, tasks: list[Task], reusable: dict) -> list[Task]:
+        """Phase 1's groups as one chunk, packed by signal; -> the tasks over the budget."""
+        algorithm = self.learner.algorithm
+        with _timed(self.seconds, "score"):
+            groups = [list(reusable[t.prompt]) for t in tasks]
+            scores = score_rollouts(tasks, groups, self.executor, self.pipeline) if tasks else []
         keep = pack_by_signal([[r for r, _ in s] for s in scores], algorithm.steps_per_generation * algorithm.samples_per_step,
                               algorithm.zero_variance == "drop")  # fmt: skip
-        tasks = [t for t, k in zip(reused, keep) if not k] + tasks  # over the budget: generated afresh below
-        reused, groups, scores = ([x for x, k in zip(xs, keep) if k] for xs in (reused, groups, scores))
-        run_chunk(reused, groups, scores)
-    for c in range(all_reduce_int(math.ceil(len(tasks) / size), "max")):  # every rank runs as many chunks
-        chunk = list(tasks[c * size : (c + 1) * size])
-        seed = None if sampling.seed is None else sampling.seed + 1000 * c
-        with _timed(seconds, "generate"):
-            shapes = [pipeline.shape(t) for t in chunk]  # answers decoded in their kind's shape (pipeline.constrain)
-            ends = [pipeline.answer_end(t) for t in chunk]  # free-text answers stop where they end (stop_at_answer)
-            outputs = engine.generate([t.messages for t in chunk], replace(sampling, seed=seed), shapes, ends) if chunk else []
-        with _timed(seconds, "score"):
-            scores = score_rollouts(chunk, outputs, executor, pipeline) if chunk else []
-        run_chunk(chunk, outputs, scores)
-    return Phase5Result(tuple(rows), merge_chunks(summaries), seconds, len(reused))
+        kept, groups, scores = ([x for x, k in zip(xs, keep) if k] for xs in (tasks, groups, scores))
+        self.reused_groups = len(kept)
+        self.train(kept, groups, scores)
+        return [t for t, k in zip(tasks, keep) if not k]
+
+    def generated(self, chunk: list[Task], c: int) -> None:
+        """Chunk `c`, generated afresh (an empty chunk: this rank trains on padding)."""
+        seed = None if self.sampling.seed is None else self.sampling.seed + 1000 * c
+        with _timed(self.seconds, "generate"):
+            shapes = [self.pipeline.shape(t) for t in chunk]  # answers decoded in their kind's shape (pipeline.constrain)
+            ends = [self.pipeline.answer_end(t) for t in chunk]  # free-text answers stop where they end (stop_at_answer)
+            outputs = (self.learner.engine.generate([t.messages for t in chunk], replace(self.sampling, seed=seed), shapes, ends)
+                       if chunk else [])  # fmt: skip
+        with _timed(self.seconds, "score"):
+            scores = score_rollouts(chunk, outputs, self.executor, self.pipeline) if chunk else []
+        self.train(chunk, outputs, scores)
+
+    def train(self, chunk: list[Task], outputs: list, scores: list) -> None:
+        samples, rollouts = _scored(chunk, outputs, scores, self.round_index)
+        self.rows.extend(rollouts)
+        with _timed(self.seconds, "train"):
+            stats = self.learner.train(samples, self.sampling.temperature)
+        if stats is not None:
+            self.summaries.append(stats)
+        if self.on_chunk is not None:
+            self.on_chunk()
+
+
+def phase_1_groups(data, pipeline: PipelineConfig, sampling: SamplingConfig) -> dict:
+    """Phase 1's samples (`RoundData.program_completions`) by prompt text, when phase 1
+    sampled exactly as phase 5 would (n, temperature, top-p, budget): the `solve` kind's
+    groups need no second generation."""
+    phase_1 = program_sampling(pipeline, 0)
+    if (phase_1.n, phase_1.temperature, phase_1.top_p, phase_1.max_tokens) != (
+            sampling.n, sampling.temperature, sampling.top_p, sampling.max_tokens):  # fmt: skip
+        return {}
+    prompts = {p.problem_id: program_prompt(p) for p in data.problems}
+    return {prompts[pid]: group for pid, group in data.program_completions.items() if pid in prompts}
 
 
 def pack_by_signal(rewards: Sequence[Sequence[float]], budget: int, drop_silent: bool) -> list[bool]:
@@ -150,10 +213,6 @@ def _scored(chunk: Sequence[Task], outputs, scores, round_index: int) -> tuple[l
             rows.append(Rollout(round_index, task.task_id, task.kind, completion.text, float(reward), failure,
                                 completion.finish_reason, len(completion.token_ids), completion.version))  # fmt: skip
     return samples, rows
-
-
-def _tokens(samples: Sequence[Sample]) -> int:
-    return sum(len(s.prompt_token_ids) + len(s.token_ids) for s in samples)
 
 
 @contextmanager

@@ -13,12 +13,12 @@ right-hand axis: it is milliseconds next to minutes).
 
 from __future__ import annotations
 
-import json
 import math
 import os
 import sys
 from pathlib import Path
 
+from unified.files import read_jsonl
 from unified.kinds import TASK_KINDS
 
 REWARD_KEYS = tuple(f"reward/{kind}" for kind in TASK_KINDS)
@@ -38,21 +38,11 @@ PUSH_KEY = "time/push"
 
 def read_metrics(path: str | Path) -> list[dict]:
     """The rounds in file order; lines that are blank or not JSON objects are skipped."""
-    rows = []
-    with open(path, encoding="utf-8") as f:
-        for line in f:
-            line = line.strip()
-            if not line:
-                continue
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError:
-                continue
-            if isinstance(row, dict):
-                r = row.get("round")
-                if isinstance(r, bool) or not isinstance(r, (int, float)):
-                    row["round"] = len(rows) + 1
-                rows.append(row)
+    rows = read_jsonl(path)
+    for i, row in enumerate(rows):
+        r = row.get("round")
+        if isinstance(r, bool) or not isinstance(r, (int, float)):
+            row["round"] = i + 1
     return rows
 
 

@@ -7,26 +7,19 @@
 line, each line a JSON list of positional arguments, all run through one pool and printed
 in input order. Every call prints one JSON object on its own line: status, value (as
 literal text, null unless ok), error, duration_s, cpu_s, stdout. Exit code 0 whatever the
-programs did; 2 with one line on stderr for bad input. `python -m unified.pipeline.executor`
-is the same command under its older name.
+programs did; 2 with one line on stderr for bad input.
 """
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 from pathlib import Path
 from typing import Sequence
 
+from unified.errors import ArgumentParser, UserError
 from unified.sandbox.executor import ExecCall, Executor, ExecutorConfig, ExecResult
 from unified.values import LiteralError, from_literal, to_literal
-
-
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str):  # one line, exit 2, no usage dump or traceback
-        print(f"executor: error: {message}", file=sys.stderr)
-        sys.exit(2)
 
 
 def _json_line(r: ExecResult) -> str:
@@ -38,7 +31,7 @@ def _json_line(r: ExecResult) -> str:
                        "cpu_s": round(r.cpu_s, 6), "stdout": r.stdout})  # fmt: skip
 
 
-def _read_calls(parser: _Parser, path: str) -> list[tuple]:
+def _read_calls(parser: ArgumentParser, path: str) -> list[tuple]:
     try:
         lines = Path(path).read_text(encoding="utf-8").splitlines()
     except (OSError, UnicodeDecodeError) as e:
@@ -61,7 +54,16 @@ PROG = "python -m unified.sandbox"
 
 
 def main(argv: Sequence[str] | None = None, prog: str = PROG) -> int:
-    parser = _Parser(prog=prog, description="Run FILE's function in the sandbox.")
+    """Exit code 0 whatever the programs did; 2 with one `executor: error: ...` line for bad input."""
+    try:
+        return _main(argv, prog)
+    except UserError as exc:
+        print(f"executor: error: {exc}", file=sys.stderr)
+        return 2
+
+
+def _main(argv: Sequence[str] | None, prog: str) -> int:
+    parser = ArgumentParser(prog=prog, description="Run FILE's function in the sandbox.")
     parser.add_argument("file", help="Python file defining the entry function")
     parser.add_argument("--entry", required=True, help="function to call")
     parser.add_argument("--args", default="[]", help="Python-literal list of positional args, e.g. '[1, \"a\"]'")

@@ -35,6 +35,7 @@ from typing import Callable, Sequence
 
 import torch
 import torch.distributed as dist
+from safetensors.torch import save_file
 from torch.distributed.tensor import DTensor
 
 from unified.trainer.config import AlgorithmConfig
@@ -108,8 +109,6 @@ class Aggregator:
         return StepResult(True, self.version, norm)
 
     def _snapshot(self) -> None:
-        from safetensors.torch import save_file
-
         state = self.policy.full_state_dict()  # collective: every rank gathers
         if dist.is_initialized() and dist.get_rank() != 0:
             return

@@ -18,7 +18,6 @@ callers gather full weights/optimizer state on all ranks first.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 import os
@@ -29,6 +28,8 @@ from typing import Callable
 
 import numpy as np
 import torch
+
+from unified.files import LATEST, latest_checkpoint, sha256
 
 log = logging.getLogger("unified")
 PREFIX = "round_"
@@ -51,17 +52,9 @@ def set_rng_state(state: dict) -> None:
         torch.cuda.set_rng_state_all(state["cuda"])
 
 
-def _sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
-
-
 def _manifest(folder: Path) -> dict:
     files = sorted(p for p in folder.rglob("*") if p.is_file() and p.name != "manifest.json")
-    return {str(p.relative_to(folder)): {"bytes": p.stat().st_size, "sha256": _sha256(p)} for p in files}
+    return {str(p.relative_to(folder)): {"bytes": p.stat().st_size, "sha256": sha256(p)} for p in files}
 
 
 def _fsync_dir(path: Path) -> None:
@@ -99,7 +92,7 @@ def save_checkpoint(
     os.rename(tmp, final)
     latest_tmp = root / f".latest-{os.getpid()}"
     latest_tmp.write_text(name + "\n")
-    os.replace(latest_tmp, root / "latest")
+    os.replace(latest_tmp, root / LATEST)
     _fsync_dir(root)
     _prune(root, keep)
     return final
@@ -128,7 +121,7 @@ def is_valid(folder: Path) -> bool:
         return False
     for rel, meta in manifest.items():
         path = folder / rel
-        if not path.is_file() or path.stat().st_size != meta["bytes"] or _sha256(path) != meta["sha256"]:
+        if not path.is_file() or path.stat().st_size != meta["bytes"] or sha256(path) != meta["sha256"]:
             return False
     return bool(manifest)
 
@@ -140,15 +133,14 @@ def find_resume(root: Path, resume: str) -> Path | None:
         return None
     if resume != "auto":
         folder = Path(resume).expanduser()
-        if (folder / "latest").exists():  # a checkpoints/ root was given
+        if (folder / LATEST).exists():  # a checkpoints/ root was given
             return find_resume(folder, "auto")
         if not is_valid(folder):
             raise ValueError(f"checkpoint {str(folder)!r} is incomplete or corrupted: pick another, or --resume auto")
         return folder
     candidates = list_checkpoints(root)
-    pointer = root / "latest"
-    if pointer.exists():
-        named = root / pointer.read_text().strip()
+    named = latest_checkpoint(root)
+    if named is not None:
         candidates = [c for c in candidates if c.name <= named.name] or candidates
     for folder in reversed(candidates):
         if is_valid(folder):

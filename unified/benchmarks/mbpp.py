@@ -1,8 +1,8 @@
-"""MBPP+ (EvalPlus), bundled in unified/data: one built-in benchmark (`benchmarks.BUILTIN`).
+"""MBPP+ (EvalPlus), bundled in unified/data: one built-in benchmark (`load.BUILTIN`).
 
 Visible examples are the `base_input`s (typed from the `assertion` field: `arg_types`), the
 hidden tests the `plus_input`s. Expected outputs are what the canonical solution returns,
-computed in the sandbox (`benchmarks.with_expected_outputs`), as EvalPlus does.
+computed in the sandbox (`hidden.with_expected_outputs`), as EvalPlus does.
 """
 
 from __future__ import annotations

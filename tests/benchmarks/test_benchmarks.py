@@ -6,14 +6,11 @@ import json
 
 import pytest
 
-from unified.pipeline import mbpp
+from unified.benchmarks import mbpp
+from unified.benchmarks.hidden import with_expected_outputs
+from unified.benchmarks.humaneval import docstring_examples
+from unified.benchmarks.load import BenchmarkError, load_problems
 from unified.text.arg_types import calls_of
-from unified.pipeline.humaneval import docstring_examples
-from unified.pipeline.benchmarks import (
-    BenchmarkError,
-    load_problems,
-    with_expected_outputs,
-)
 from unified.types import TestCase
 
 
@@ -133,7 +130,7 @@ def test_mbpp_hidden_inputs_run_on_canonical_solutions(executor):
 
 
 def test_humaneval_canonical_solutions_pass_their_recorded_cases(executor):
-    from unified.pipeline.evaluation import hidden_calls, passes_hidden
+    from unified.benchmarks.hidden import hidden_calls, passes_hidden
 
     problems = load_problems("humaneval")
     assert all(p.hidden for p in problems)  # every check was recorded
@@ -181,7 +178,7 @@ def test_a_builtin_benchmark_is_one_module_and_one_registry_entry(monkeypatch):
     BUILTIN, and the loader, the id hint and the row reader all use it."""
     import types
 
-    from unified.pipeline import benchmarks
+    from unified.benchmarks import load as benchmarks
 
     rows = [{"task_id": f"Toy/{i}", "prompt": f"add {i}", "entry_point": "f", "toy_cases": [[1], [2]],
              "canonical_solution": f"def f(x):\n    return x + {i}\n"} for i in range(3)]  # fmt: skip

@@ -6,19 +6,19 @@ A built-in benchmark is one module with `NAME`, `ID_PREFIX`, `rows()` (its own r
 `matches(row)` (a row in its schema, from any source) and `problem(row, benchmark)`, plus
 one line in `BUILTIN`. Rows in neither schema are read as the generic one. Visible examples
 and hidden tests are kept apart; expected outputs are what the canonical solution returns,
-computed in the sandbox (`with_expected_outputs`), as EvalPlus does.
+computed in the sandbox (`hidden.with_expected_outputs`), as EvalPlus does; HumanEval's
+check code becomes cases here (`hidden.record_cases`).
 """
 
 from __future__ import annotations
 
 import gzip
 import json
-from dataclasses import replace
 from pathlib import Path
-from typing import Callable, Iterable, Sequence
+from typing import Iterable, Sequence
 
-from unified.pipeline import humaneval, mbpp
-from unified.pipeline.check_recorder import record_cases
+from unified.benchmarks import humaneval, mbpp
+from unified.benchmarks.hidden import record_cases
 from unified.types import Problem, TestCase
 
 BUILTIN = {m.NAME: m for m in (mbpp, humaneval)}  # name -> module; a new one is one module + one entry
@@ -99,48 +99,3 @@ def load_problems(name: str, source: str | None = None, count: int | None = None
         raise BenchmarkError(f"--problems must be at least 1 (got {count})")
     ordered = sorted(problems.values(), key=lambda p: _id_key(p.problem_id))
     return record_cases(ordered[:count] if count else ordered)
-
-
-# ---------------------------------------------------------------- expected outputs
-
-RunBatch = Callable[[list], list]  # Executor.run_batch
-
-
-def with_expected_outputs(problems: Sequence[Problem], run_batch: RunBatch) -> list[Problem]:
-    """Fill missing `expected` values by running each canonical solution in the sandbox.
-    Cases where the canonical solution fails are dropped (they test nothing)."""
-    from unified.sandbox.executor import ExecCall
-
-    from unified.pipeline.oracle import NOT_NONE_ENTRY, not_none_program, reduces_to_not_none
-
-    calls, where = [], []
-    for pi, p in enumerate(problems):
-        if not p.canonical_solution:
-            continue
-        code, entry = p.canonical_solution, p.entry_point
-        if reduces_to_not_none(p):  # outputs are match objects: EvalPlus keeps `is not None`
-            code, entry = not_none_program(code, entry), NOT_NONE_ENTRY
-        for part in ("visible", "hidden"):
-            for ci, case in enumerate(getattr(p, part)):
-                if case.expected is None:
-                    calls.append(ExecCall(code, entry, case.args))
-                    where.append((pi, part, ci))
-    results = run_batch(calls) if calls else []
-    filled: dict[tuple, object] = {}
-    for key, result in zip(where, results):
-        filled[key] = result.value if result.ok else _FAILED
-    out = []
-    for pi, p in enumerate(problems):
-        parts = {}
-        for part in ("visible", "hidden"):
-            cases = []
-            for ci, case in enumerate(getattr(p, part)):
-                value = filled.get((pi, part, ci), case.expected)
-                if value is not _FAILED:
-                    cases.append(TestCase(case.args, value))
-            parts[part] = tuple(cases)
-        out.append(replace(p, **parts))
-    return out
-
-
-_FAILED = object()

@@ -4,12 +4,12 @@ HumanEval ships its hidden tests as assertion code. Running that code next to a 
 program would let the program reach the checker, so it never is: instead this module
 runs `check` ONCE per problem with a spy in place of the candidate. The spy calls the
 CANONICAL solution, and records each call's arguments (copied before the call) and the
-canonical output. Those pairs become `Problem.hidden`, and a program is then run on the
+canonical output. Those pairs become `Problem.hidden` (`hidden.record_cases`), and a program is then run on the
 inputs alone and its outputs compared in the parent (`oracle`), as EvalPlus does with
 HumanEval+ (expected outputs are the canonical solution's).
 
 Only benchmark code runs here (the package's or the user's own benchmark file), in a
-separate process (`python -m unified.pipeline.check_recorder`, JSON in on stdin, JSON out)
+separate process (`python -m unified.benchmarks.check_recorder`, JSON in on stdin, JSON out)
 so that its imports, seeds and globals stay out of the trainer. `random` is seeded, so a
 check that draws random inputs records the same ones every time.
 
@@ -26,41 +26,26 @@ import json
 import random
 import subprocess
 import sys
-from dataclasses import replace
 from typing import Sequence
 
-from unified.types import Problem, TestCase
+from unified.values import to_literal
 
 TIMEOUT_S = 300.0
 
 
-def record_cases(problems: Sequence[Problem]) -> list[Problem]:
-    """Problems with `hidden_test_code` get `hidden` cases recorded from it (and the code
-    is dropped from the Problem); others are returned as they are."""
-    todo = [p for p in problems if p.hidden_test_code and not p.hidden]
-    if not todo:
-        return list(problems)
-    from unified.values import from_literal
-
-    payload = [{"problem_id": p.problem_id, "entry_point": p.entry_point, "program": p.canonical_solution,
-                "test": p.hidden_test_code} for p in todo]  # fmt: skip
-    out = subprocess.run([sys.executable, "-m", "unified.pipeline.check_recorder"], input=json.dumps(payload),
+def record(items: Sequence[dict]) -> dict[str, list[tuple[str, str]]]:
+    """problem_id -> its recorded (args, expected) pairs as literal text, for items with
+    problem_id, entry_point, program (the canonical solution) and test (the check code).
+    The Problem side of this (which problems, what becomes `Problem.hidden`) is
+    `hidden.record_cases`."""
+    out = subprocess.run([sys.executable, "-m", "unified.benchmarks.check_recorder"], input=json.dumps(list(items)),
                          capture_output=True, text=True, timeout=TIMEOUT_S)  # fmt: skip
     if out.returncode != 0:
         raise RuntimeError(f"recording HumanEval checks failed: {out.stderr.strip()[-500:]}")
-    recorded = json.loads(out.stdout)
-    result, todo_ids = [], {p.problem_id for p in todo}
-    for p in problems:
-        if p.problem_id in recorded and p.problem_id in todo_ids:
-            cases = tuple(TestCase(from_literal(a), from_literal(e)) for a, e in recorded[p.problem_id])
-            p = replace(p, hidden=cases, hidden_test_code="")
-        result.append(p)
-    return result
+    return json.loads(out.stdout)
 
 
 def _record_one(entry_point: str, program: str, test: str) -> list[tuple[str, str]]:
-    from unified.values import to_literal
-
     namespace: dict = {"__name__": "__check__"}
     exec(program, namespace)  # noqa: S102 - the benchmark's canonical solution (trusted)
     canonical = namespace[entry_point]
