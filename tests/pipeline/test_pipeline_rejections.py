@@ -99,7 +99,7 @@ def test_caps_and_balance(data):
     for t in data.tasks:
         per[(t.problem_id, t.kind)] = per.get((t.problem_id, t.kind), 0) + 1
     assert max(per.values()) <= 2
-    kept = {k: v for k, v in data.kept_per_kind().items() if v or k != "solve"}  # solve: not configured here
+    kept = {k: v for k, v in data.kept_per_kind().items() if v or k not in ("solve", "repair")}  # not configured here
     assert len(set(kept.values())) == 1 and kept["induction"] == 2
     counts = data.rejection_counts()
     assert sum(n for (stage, reason, _), n in counts.items() if reason == "balance") == (2 + 1) * 2 - 2 * 2
