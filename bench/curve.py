@@ -19,8 +19,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import subprocess
 import sys
 from pathlib import Path
 
@@ -30,6 +28,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "bench"))
 
 from model_flops import generation_flops_per_token, training_flops  # noqa: E402
+from rescore_result import evaluate  # noqa: E402
 
 
 def checkpoints(run: Path) -> dict[int, Path]:
@@ -64,21 +63,6 @@ def saturation(points: list[dict]) -> dict:
     later = [p["pass_at_1"] for p in points if p["round"] > best["round"]]
     return {"best_round": best["round"], "best_pass_at_1": best["pass_at_1"],
             "after_best": (max(later) - best["pass_at_1"]) if later else None}  # fmt: skip
-
-
-def evaluate(model: str, ids: list[str], n: int, out: Path) -> dict:
-    body = _json(out / "eval_results.json")
-    if not body.get("complete"):
-        pids = [a for i in ids for a in ("--problem-id", i)]
-        cmd = [sys.executable, "-m", "unified.eval", "--benchmark", "mbpp", "--model", model, *pids, "--n", str(n),
-               "--temperature", "1.0", "--output", str(out), "--resume"]  # fmt: skip
-        out.parent.mkdir(parents=True, exist_ok=True)
-        with open(out.parent / f"{out.name}.log", "a") as log:
-            env = {**os.environ, "PYTHONUNBUFFERED": "1"}
-            if subprocess.run(cmd, cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT).returncode != 0:
-                raise SystemExit(f"evaluation of {model} failed: see {out.parent / (out.name + '.log')}")
-        body = _json(out / "eval_results.json")
-    return body
 
 
 def _json(path: Path) -> dict:
@@ -119,10 +103,10 @@ def main() -> int:
     kept = checkpoints(args.run)
     config = yaml.safe_load((args.run / "checkpoints" / kept[max(kept)].name / "config.yaml").read_text())
     model_config = json.loads((kept[max(kept)] / "model" / "config.json").read_text())
-    evals = {0: _json(args.before / "eval_results.json") if args.before else evaluate(config["model"]["path"] or "tiny", ids, args.n,
-                                                                                   args.run / "curve" / "round_0")}  # fmt: skip
+    evals = {0: _json(args.before / "eval_results.json") if args.before else evaluate("mbpp", config["model"]["path"] or "tiny", ids,
+                                                                                   args.run / "curve" / "round_0", args.n)}  # fmt: skip
     for r, folder in kept.items():
-        evals[r] = evaluate(str(folder), ids, args.n, args.run / "curve" / f"round_{r}")
+        evals[r] = evaluate("mbpp", str(folder), ids, args.run / "curve" / f"round_{r}", args.n)
     per_trained = training_flops(model_config, config["tuning"]["method"])["per_token"]
     points = curve_points(evals, cumulative_tokens(args.run), generation_flops_per_token(model_config), per_trained, args.n)
     result = {"run": str(args.run), "n": args.n, "curve": points, "saturation": saturation(points),

@@ -32,12 +32,14 @@ from unified.pipeline.failures import counts, flip_classes  # noqa: E402
 from unified.eval.gain_stats import noisy_problems, summary  # noqa: E402
 
 
-def evaluate(benchmark: str, model: str, ids: list[str], out: Path) -> dict:
+def evaluate(benchmark: str, model: str, ids: list[str], out: Path, n: int = 1) -> dict:
+    """Greedy pass@1 (and, with `n` > 1, n samples at temperature 1 for pass@k), one thread,
+    resumed; a finished evaluation is read back, not rerun."""
     body = _json(out / "eval_results.json")
     if not body.get("complete"):
         pids = [a for i in ids for a in ("--problem-id", i)]
-        cmd = [sys.executable, "-m", "unified.eval", "--benchmark", benchmark, "--model", model, *pids, "--n", "1",
-               "--output", str(out), "--resume"]  # fmt: skip
+        cmd = [sys.executable, "-m", "unified.eval", "--benchmark", benchmark, "--model", model, *pids, "--n", str(n),
+               "--temperature", "1.0", "--output", str(out), "--resume"]  # fmt: skip
         env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1"}
         out.parent.mkdir(parents=True, exist_ok=True)
         with open(out.parent / f"{out.name}.log", "a") as log:
