@@ -10,7 +10,7 @@ import argparse
 import sys
 from typing import Callable, Sequence
 
-from unified.errors import ArgumentParser, UserError
+from unified.errors import ArgumentParser, UserError, whole_number
 
 FLAG_TO_KEY = {
     "problems": "benchmark.problems",
@@ -22,16 +22,6 @@ FLAG_TO_KEY = {
 BOOL_FLAG_TO_KEY = {"verbose": "trainer.verbose"}
 
 
-def _int_arg(flag: str):
-    def parse(text: str) -> int:
-        try:
-            return int(text)
-        except ValueError:
-            raise UserError(f"{flag} needs a whole number, got {text!r}: e.g. {flag} 2") from None
-
-    return parse
-
-
 def build_parser() -> argparse.ArgumentParser:
     p = ArgumentParser(
         prog="train_unified.py",
@@ -40,10 +30,10 @@ def build_parser() -> argparse.ArgumentParser:
         "Config groups: model, rollout, algorithm, benchmark, pipeline, executor, trainer, experiment.",
     )
     p.add_argument("--benchmark", help="mbpp or humaneval (config group benchmark)")
-    p.add_argument("--problems", type=_int_arg("--problems"), help="use the first K problems")
+    p.add_argument("--problems", type=whole_number("--problems"), help="use the first K problems")
     p.add_argument("--problem-id", action="append", default=[], metavar="ID", help="a problem id, e.g. Mbpp/2 (repeatable)")
-    p.add_argument("--rounds", type=_int_arg("--rounds"), help="number of rounds N")
-    p.add_argument("--save-every", type=_int_arg("--save-every"), help="checkpoint every K rounds")
+    p.add_argument("--rounds", type=whole_number("--rounds"), help="number of rounds N")
+    p.add_argument("--save-every", type=whole_number("--save-every"), help="checkpoint every K rounds")
     p.add_argument("--resume", help="auto | none | PATH to a checkpoint")
     p.add_argument("--gpu", help="GPU ids, e.g. 0,1,2,3 (sets CUDA_VISIBLE_DEVICES)")
     p.add_argument("--output-dir", help="where logs, data and checkpoints go (default logs/<run_name>)")

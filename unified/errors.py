@@ -13,3 +13,19 @@ class ArgumentParser(argparse.ArgumentParser):
 
     def error(self, message: str):
         raise UserError(f"{message} (see --help)")
+
+
+def whole_number(flag: str, minimum: int | None = None):
+    """An argparse `type=` for FLAG: a whole number (at least MINIMUM if given), else one
+    UserError line with an example."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise UserError(f"{flag} needs a whole number, got {text!r}: e.g. {flag} {minimum or 2}") from None
+        if minimum is not None and value < minimum:
+            raise UserError(f"{flag} must be at least {minimum} (got {value})")
+        return value
+
+    return parse

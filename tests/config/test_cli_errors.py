@@ -7,6 +7,9 @@ from pathlib import Path
 import pytest
 
 from train_unified import main
+from unified.cli import build_parser as train_parser
+from unified.errors import UserError
+from unified.eval.cli import build_parser as eval_parser
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -129,3 +132,15 @@ def test_corrupted_resume_checkpoint_is_one_line_and_touches_nothing(tmp_path, c
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "incomplete or corrupted" in err[0], err
     assert not (out / "main.log").exists()  # failed before the run folder was used
+
+
+@pytest.mark.parametrize("parser", ["train", "eval"])
+def test_both_command_lines_parse_counts_with_one_helper(parser):
+    """`errors.whole_number` is the one count parser: words and (for eval) zero are one line."""
+    build = train_parser if parser == "train" else eval_parser
+    assert build().parse_args(["--problems", "3"]).problems == 3
+    with pytest.raises(UserError, match="--problems needs a whole number, got 'x'"):
+        build().parse_args(["--problems", "x"])
+    if parser == "eval":
+        with pytest.raises(UserError, match="--problems must be at least 1"):
+            build().parse_args(["--problems", "0"])

@@ -30,45 +30,32 @@ import time
 from pathlib import Path
 from typing import Sequence
 
-from unified.errors import ArgumentParser, UserError
+from unified.errors import ArgumentParser, UserError, whole_number
 from unified.files import sha256
 
 RESULTS, SAMPLES = "eval_results.json", "samples.jsonl"
 PROG = "python -m unified.eval"
 
 
-def _positive(flag: str):
-    def parse(text: str) -> int:
-        try:
-            value = int(text)
-        except ValueError:
-            raise UserError(f"{flag} needs a whole number, got {text!r}") from None
-        if value < 1:
-            raise UserError(f"{flag} must be at least 1 (got {value})")
-        return value
-
-    return parse
-
-
 def build_parser(prog: str = PROG) -> argparse.ArgumentParser:
     p = ArgumentParser(prog=prog, description="Greedy pass@1 on a benchmark's hidden tests.")
     p.add_argument("--benchmark", default="mbpp", help="mbpp or humaneval (default mbpp)")
     p.add_argument("--source", default=None, help="a JSONL/Parquet file of problems instead of the bundled set")
-    p.add_argument("--problems", type=_positive("--problems"), default=None, help="the first K problems (default: all)")
+    p.add_argument("--problems", type=whole_number("--problems", minimum=1), default=None, help="the first K problems (default: all)")
     p.add_argument("--problem-id", action="append", default=[], metavar="ID", help="a problem id, e.g. Mbpp/2 (repeatable)")
     p.add_argument("--model", default=None, help="smollm2, tiny, a model folder, hub id, checkpoint folder or checkpoints root (default: tiny)")
     p.add_argument("--samples", default=None, metavar="FILE.jsonl", help="score these EvalPlus-format samples instead of a model")
     p.add_argument("--output", default=None, help="output folder (default logs/eval/<benchmark>-<model>-<key>)")
     p.add_argument("--resume", action="store_true", help="continue the results already in the output folder")
     p.add_argument("--backend", choices=("vllm_cpu", "vllm", "hf"), default=None, help="default: vllm on GPU, vllm_cpu on CPU, hf without vLLM")
-    p.add_argument("--max-tokens", type=_positive("--max-tokens"), default=None, help="default: the pipeline's program_max_tokens for the model")
-    p.add_argument("--max-model-len", type=_positive("--max-model-len"), default=None, help="default min(4096, the model's)")
-    p.add_argument("--batch-size", type=_positive("--batch-size"), default=16, help="problems per batch (results are saved after each)")
+    p.add_argument("--max-tokens", type=whole_number("--max-tokens", minimum=1), default=None, help="default: the pipeline's program_max_tokens for the model")
+    p.add_argument("--max-model-len", type=whole_number("--max-model-len", minimum=1), default=None, help="default min(4096, the model's)")
+    p.add_argument("--batch-size", type=whole_number("--batch-size", minimum=1), default=16, help="problems per batch (results are saved after each)")
     p.add_argument("--dtype", default="auto")
-    p.add_argument("--n", type=_positive("--n"), default=1, help="also sample N programs per problem and report unbiased pass@k (k=1,4,16,...,N)")
+    p.add_argument("--n", type=whole_number("--n", minimum=1), default=1, help="also sample N programs per problem and report unbiased pass@k (k=1,4,16,...,N)")
     p.add_argument("--temperature", type=float, default=1.0, help="sampling temperature of the --n samples (greedy pass@1 is always measured too)")
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--workers", type=_positive("--workers"), default=2, help="sandbox worker processes")
+    p.add_argument("--workers", type=whole_number("--workers", minimum=1), default=2, help="sandbox worker processes")
     p.add_argument("-v", "--verbose", action="store_true", help="keep vLLM/torch start-up messages")
     return p
 
