@@ -20,6 +20,7 @@ import argparse
 import json
 import os
 import platform
+import shutil
 import statistics
 import subprocess
 import sys
@@ -125,6 +126,7 @@ def main(argv: list[str] | None = None) -> dict:
     finally:
         for tree, _ in trees.values():
             subprocess.run(["git", "worktree", "remove", "--force", str(tree)], cwd=REPO, check=False)
+        shutil.rmtree(root, ignore_errors=True)
     before, after = _median(runs["before"]), _median(runs["after"])
     result = {
         "before": {"commit": trees["before"][1], **before},
