@@ -44,6 +44,7 @@ SPLIT = {
     "generation_tokens": "compute/generation_tokens",
     "update_tokens": "compute/update_tokens",
     "optimizer_steps": "train/steps",
+    "trained_tokens": "train/tokens",
     "sandbox_calls": "executor/calls",
 }
 
@@ -72,11 +73,14 @@ def one_run(tree: Path, problems: int, extra: list[str]) -> dict:
         if proc.returncode != 0:
             sys.exit(f"run in {tree} failed (rc {proc.returncode}):\n{proc.stderr[-3000:]}")
         rows = [json.loads(line) for line in Path(out, "metrics.jsonl").read_text().splitlines() if line.strip()]
-    return {**split_of(rows), "process_wall_s": wall, "load_at_start": load}
+    row = [r for r in rows if "time/round" in r][-1]
+    return {**split_of(rows), "process_wall_s": wall, "load_at_start": load, "metrics": row}
 
 
 def _median(runs: list[dict]) -> dict:
-    return {k: statistics.median(r[k] for r in runs) if all(r[k] is not None for r in runs) else None for k in runs[0]}
+    """Each figure's median over the repeats (the raw metrics rows stay in `runs`)."""
+    keys = [k for k in runs[0] if k != "metrics"]
+    return {k: statistics.median(r[k] for r in runs) if all(r[k] is not None for r in runs) else None for k in keys}
 
 
 def _ratio(after: dict, before: dict, key: str) -> float | None:
@@ -122,7 +126,8 @@ def main(argv: list[str] | None = None) -> dict:
         for i in range(args.repeats):
             for name in ("before", "after"):
                 runs[name].append(one_run(trees[name][0], args.problems, args.overrides))
-                print(f"repeat {i + 1}/{args.repeats} {name}: {json.dumps(runs[name][-1])}", flush=True)
+                shown = {k: v for k, v in runs[name][-1].items() if k != "metrics"}
+                print(f"repeat {i + 1}/{args.repeats} {name}: {json.dumps(shown)}", flush=True)
     finally:
         for tree, _ in trees.values():
             subprocess.run(["git", "worktree", "remove", "--force", str(tree)], cwd=REPO, check=False)
