@@ -43,6 +43,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from unified.files import latest_checkpoint, read_jsonl  # noqa: E402
+from unified.pipeline.failures import flip_classes, gain_split  # noqa: E402
 
 SPLIT_SEED, TUNE_SIZE = 0, 100
 
@@ -168,12 +169,17 @@ def collect(args, ids: list[str], base: Path, overrides: list[str]) -> dict:
     hidden = metric_block(ids, controls, after_json, "per_problem")
     noisy = hidden.get("noisy_problems", [])
     stats = summary(control, afters, noisy) if afters else {}
+    steady = {i: v for i, v in control.items() if i not in noisy}  # the flips the statistics count
+    for seed in seeds:  # what each flip was, before and after
+        classes = before.get("per_problem_class"), after_json[seed["seed"]].get("per_problem_class")
+        seed["flip_classes"] = flip_classes(*classes, steady, afters[seed["seed"]]) if all(classes) else None
     after_mean = sum(x["pass_at_1_after"] for x in seeds) / len(seeds) if seeds else None
     sampled_after = [x["sampled_pass_at_1_after"] for x in seeds if x["sampled_pass_at_1_after"] is not None]
     return {
         "benchmark": args.benchmark, "problems": ids, "rounds": args.rounds, "model_path": _rel(args.weights),
         "pass_at_1_before": control_pass, "pass_at_1_after": after_mean, "control_pass_at_1_after": control_pass,
         "gain": stats.get("gain"), "gain_per_seed": stats.get("gain_per_seed"), "seeds": seeds,
+        "gain_split": gain_split([x["flip_classes"] for x in seeds if x["flip_classes"]]),  # net problems: format / logic fixes
         "per_seed": stats.get("per_seed"),  # each seed's own flips and McNemar p against the control
         "flips_gained": stats.get("flips_gained"), "flips_lost": stats.get("flips_lost"), "mcnemar_p": stats.get("mcnemar_p"),
         "ci95": stats.get("ci95"), "sampled_pass_at_1_before": before.get("pass_at_k", {}).get("1"),

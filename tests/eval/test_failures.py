@@ -4,7 +4,7 @@ MBPP+ problems, and the gain split into format and logic fixes."""
 import pytest
 
 from unified.eval.evaluate import evaluate
-from unified.pipeline.failures import CLASSES, counts, flip_classes, run_class
+from unified.pipeline.failures import CLASSES, counts, flip_classes, gain_split, run_class
 from unified.benchmarks.load import load_problems
 from tests.helpers.scripted import ScriptedGenerator
 from unified.sandbox.executor import ExecutorConfig
@@ -66,6 +66,13 @@ def test_flips_keep_their_classes_and_split_into_format_and_logic_fixes():
                              {"problem": "b", "before": "wrong_answer", "after": "pass"}]  # fmt: skip
     assert out["lost"] == [{"problem": "c", "before": "pass", "after": "exception"}]
     assert (out["gained_format_fixes"], out["gained_logic_fixes"], out["gained_unclassified"]) == (1, 1, 0)
+    assert (out["net_format"], out["net_logic"]) == (1, 0)  # c was lost to an exception: a logic loss
+
+
+def test_the_gain_split_is_the_mean_net_per_seed():
+    seeds = [{"net_format": 1, "net_logic": 4}, {"net_format": -1, "net_logic": 3}]
+    assert gain_split(seeds) == {"format": 0.0, "logic": 3.5}
+    assert gain_split([]) is None
 
 
 def test_the_agreement_labels_accuracy_is_scored_on_the_hidden_tests(problems, executor):

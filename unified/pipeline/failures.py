@@ -54,8 +54,10 @@ def counts(classes: Mapping[str, str | None]) -> dict[str, int]:
 
 def flip_classes(before: Mapping[str, str | None], after: Mapping[str, str | None],
                  control: Mapping[str, float | None], trained: Mapping[str, float | None]) -> dict:  # fmt: skip
-    """Every flip between the control and a trained model with its class before and after,
-    and the gained flips split into format fixes and logic fixes (by the class before)."""
+    """Every flip between the control and a trained model with its class before and after;
+    the gained flips split into format fixes and logic fixes (by the class before), and the
+    NET split (`net_format`, `net_logic`): gained by that kind of fix minus lost to that kind
+    of failure (a lost problem by its class after)."""
     gained = [p for p in control if control[p] == 0 and trained.get(p) == 1]
     lost = [p for p in control if control[p] == 1 and trained.get(p) == 0]
     row = lambda p: {"problem": p, "before": before.get(p), "after": after.get(p)}  # noqa: E731
@@ -65,4 +67,15 @@ def flip_classes(before: Mapping[str, str | None], after: Mapping[str, str | Non
         "gained_format_fixes": sum(before.get(p) in FORMAT for p in gained),
         "gained_logic_fixes": sum(before.get(p) in LOGIC for p in gained),
         "gained_unclassified": sum(before.get(p) not in FORMAT + LOGIC for p in gained),
+        "net_format": sum(before.get(p) in FORMAT for p in gained) - sum(after.get(p) in FORMAT for p in lost),
+        "net_logic": sum(before.get(p) in LOGIC for p in gained) - sum(after.get(p) in LOGIC for p in lost),
     }
+
+
+def gain_split(per_seed: Sequence[Mapping]) -> dict[str, float] | None:
+    """Net problems gained by format fixes and by logic fixes, the mean over seeds of
+    `flip_classes`' `net_format` / `net_logic` (None without a classified seed)."""
+    if not per_seed:
+        return None
+    return {"format": sum(f["net_format"] for f in per_seed) / len(per_seed),
+            "logic": sum(f["net_logic"] for f in per_seed) / len(per_seed)}  # fmt: skip
