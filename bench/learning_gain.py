@@ -184,7 +184,8 @@ def collect(args, ids: list[str], base: Path, overrides: list[str]) -> dict:
         "flips_gained": stats.get("flips_gained"), "flips_lost": stats.get("flips_lost"), "mcnemar_p": stats.get("mcnemar_p"),
         "ci95": stats.get("ci95"), "sampled_pass_at_1_before": before.get("pass_at_k", {}).get("1"),
         "sampled_pass_at_1_after": sum(sampled_after) / len(sampled_after) if sampled_after else None,
-        "pass_at_k_before": before.get("pass_at_k", {}), "headroom": len(headroom), "headroom_problems": headroom,
+        "pass_at_k_before": before.get("pass_at_k", {}), "control_classes": before.get("classes"),
+        "control_classes_source": before.get("per_problem_class_source", "this run's control evaluation"), "headroom": len(headroom), "headroom_problems": headroom,
         "per_problem_before": control, "complete": len(seeds) == len(args.seeds),
         # the control repeated (issue: greedy in bf16 depends on the batch); problems whose control differs between
         # repeats are noise, left out of every figure above and listed here
