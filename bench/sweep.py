@@ -22,6 +22,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 
+CONTROLS = ("before", "control_2", "control_3")  # learning_gain's control evaluations (--control-repeats 3)
 CONFIGS: dict[str, list[str]] = {
     "top4_lr1e-5": ["tuning=top_layers", "algorithm.lr=1e-5"],
     "top4_lr1e-6": ["tuning=top_layers", "algorithm.lr=1e-6"],
@@ -67,18 +68,20 @@ def main() -> int:
     results = {}
     for name in names:
         out = runs / name
-        shared = runs / "before"
         base = out / f"mbpp-tune-0+{args.problems}x{args.rounds}"
-        if shared.is_dir() and not (base / "before").exists():  # the untrained model's evaluation, made once
-            base.mkdir(parents=True, exist_ok=True)
-            shutil.copytree(shared, base / "before")
+        for control in CONTROLS:  # the untrained model's evaluations (the control and its repeats), made once
+            if (runs / control).is_dir() and not (base / control).exists():
+                base.mkdir(parents=True, exist_ok=True)
+                shutil.copytree(runs / control, base / control)
         cmd = [sys.executable, str(REPO / "bench" / "learning_gain.py"), "--split", "tune", "--problems", str(args.problems),
                "--rounds", str(args.rounds), "--seeds", "0", "--runs-dir", str(out), "--output", str(out / "result.json"),
                "--weights", str(out / "weights"), *(["--collect"] if args.collect else []), *CONFIGS[name]]  # fmt: skip
         if subprocess.run(cmd, cwd=REPO, env={**os.environ, "PYTHONUNBUFFERED": "1"}).returncode != 0:
             print(f"{name}: failed (its logs are under {out})", file=sys.stderr)
-        if (base / "before" / "eval_results.json").exists() and not shared.exists():
-            shutil.copytree(base / "before", shared)
+        for control in CONTROLS:
+            done = base / control / "eval_results.json"
+            if done.exists() and json.loads(done.read_text()).get("complete") and not (runs / control).exists():
+                shutil.copytree(base / control, runs / control)
         result = json.loads((out / "result.json").read_text()) if (out / "result.json").exists() else {}
         results[name] = {"overrides": CONFIGS[name], **{k: result.get(k) for k in (
             "pass_at_1_before", "pass_at_1_after", "gain", "flips_gained", "flips_lost", "mcnemar_p", "ci95",
