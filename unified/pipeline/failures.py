@@ -61,14 +61,16 @@ def flip_classes(before: Mapping[str, str | None], after: Mapping[str, str | Non
     gained = [p for p in control if control[p] == 0 and trained.get(p) == 1]
     lost = [p for p in control if control[p] == 1 and trained.get(p) == 0]
     row = lambda p: {"problem": p, "before": before.get(p), "after": after.get(p)}  # noqa: E731
+    fixed = {kind: sum(before.get(p) in kind for p in gained) for kind in (FORMAT, LOGIC)}
+    broke = {kind: sum(after.get(p) in kind for p in lost) for kind in (FORMAT, LOGIC)}
     return {
         "gained": [row(p) for p in sorted(gained)],
         "lost": [row(p) for p in sorted(lost)],
-        "gained_format_fixes": sum(before.get(p) in FORMAT for p in gained),
-        "gained_logic_fixes": sum(before.get(p) in LOGIC for p in gained),
-        "gained_unclassified": sum(before.get(p) not in FORMAT + LOGIC for p in gained),
-        "net_format": sum(before.get(p) in FORMAT for p in gained) - sum(after.get(p) in FORMAT for p in lost),
-        "net_logic": sum(before.get(p) in LOGIC for p in gained) - sum(after.get(p) in LOGIC for p in lost),
+        "gained_format_fixes": fixed[FORMAT],
+        "gained_logic_fixes": fixed[LOGIC],
+        "gained_unclassified": len(gained) - fixed[FORMAT] - fixed[LOGIC],
+        "net_format": fixed[FORMAT] - broke[FORMAT],
+        "net_logic": fixed[LOGIC] - broke[LOGIC],
     }
 
 

@@ -111,7 +111,7 @@ def recompute_constrained(pairs: list, policy: Policy, cfg: AlgorithmConfig, tem
         return pairs, 0
     out = list(pairs)
     block = cfg.micro_batch_size * cfg.accum_steps
-    order = {id(pair): i for i, pair in zip(todo, (pairs[i] for i in todo))}
+    order = {id(pairs[i]): i for i in todo}
     todo = [order[id(pair)] for pair in by_length([pairs[i] for i in todo], block)]  # the order the batches take
     batches = _micro_batches([pairs[i] for i in todo], cfg, pad_token_id)  # as many on every rank
     rows = iter(todo)
