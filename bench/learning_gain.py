@@ -218,7 +218,8 @@ def _saved_config(run: Path) -> dict:
 
 def _per_round(run: Path) -> list[dict]:
     keep = ("round", "reward/mean", "reward/solve", "train/groups", "train/groups_used", "train/steps", "train/grad_norm",
-            "losses/total", "reward/parse_failure_rate", "time/round", "train/recomputed")  # fmt: skip
+            "losses/total", "reward/parse_failure_rate", "time/round", "train/recomputed", "compute/generation_tokens",
+            "compute/update_tokens")  # fmt: skip
     prefixes = ("agreement/", "reward/parse_failure_rate_", "tasks/signal_", "tasks/groups_", "reward/")  # per kind, and the labels' quality
     return [{k: v for k, v in row.items() if k in keep or k.startswith(prefixes)} for row in read_jsonl(run / "metrics.jsonl")]
 

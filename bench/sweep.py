@@ -21,6 +21,7 @@ import sys
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
 
 CONTROLS = ("before", "control_2", "control_3")  # learning_gain's control evaluations (--control-repeats 3)
 CONFIGS: dict[str, list[str]] = {
@@ -50,6 +51,24 @@ CONFIGS: dict[str, list[str]] = {
     "no_stop": ["pipeline.stop_at_answer=false"],
     "selective": ["pipeline.selective_keep=0.5", "pipeline.selective_floor=0.25"],
 }
+
+
+def against_default(results: dict) -> None:
+    """Each finished configuration against `default` itself (not only against the control):
+    the problems only one of them solves, McNemar's p on those, and the generated-token ratio,
+    so a lever is read at its price. Replaces the per-problem outcomes with that comparison."""
+    from unified.eval.gain_stats import versus
+
+    afters = {name: r.pop("per_problem_after") for name, r in results.items()}
+    base = results.get("default", {})
+    for name, r in results.items():
+        if name == "default" or not afters[name] or not afters.get("default") or not r["complete"]:
+            continue
+        v = versus(afters[name], afters["default"])
+        ours, theirs = r["generation_tokens"], base["generation_tokens"]
+        tokens = ours / theirs if ours and theirs else None
+        r["vs_default"] = {"difference": v["difference"], "only_this": v["only_a"], "only_default": v["only_b"],
+                           "mcnemar_p": v["mcnemar_p_pooled"], "generation_tokens_ratio": tokens}  # fmt: skip
 
 
 def main() -> int:
@@ -83,9 +102,13 @@ def main() -> int:
             if done.exists() and json.loads(done.read_text()).get("complete") and not (runs / control).exists():
                 shutil.copytree(base / control, runs / control)
         result = json.loads((out / "result.json").read_text()) if (out / "result.json").exists() else {}
+        rows = [r for seed in result.get("seeds", []) for r in seed.get("metrics_per_round", [])]
         results[name] = {"overrides": CONFIGS[name], **{k: result.get(k) for k in (
             "pass_at_1_before", "pass_at_1_after", "gain", "flips_gained", "flips_lost", "mcnemar_p", "ci95",
-            "sampled_pass_at_1_before", "sampled_pass_at_1_after", "headroom", "complete")}}  # fmt: skip
+            "sampled_pass_at_1_before", "sampled_pass_at_1_after", "headroom", "complete")},
+            "generation_tokens": sum(r.get("compute/generation_tokens") or 0 for r in rows) or None,
+            "per_problem_after": {s["seed"]: s["per_problem_after"] for s in result.get("seeds", [])}}  # fmt: skip
+    against_default(results)
     out = runs.parent / "sweep.json"
     out.write_text(json.dumps({"split": "tune", "problems": args.problems, "rounds": args.rounds, "configs": results}, indent=1) + "\n")
     for name, r in results.items():

@@ -60,3 +60,32 @@ def test_a_control_outcome_that_flips_between_repeats_is_noise_not_a_gain():
     after = {"A": 1.0, "B": 1.0, "C": 0.0}
     out = summary(repeats[1], {0: after}, noisy=noisy_problems(repeats))
     assert out["flips_gained"] == 1 and out["gain"] == 0.5 and out["noisy_problems"] == ["A"]  # B only; A is noise
+
+
+def test_versus_pairs_arms_by_seed_against_hand_computed_values():
+    from unified.eval.gain_stats import versus
+
+    ids = [f"P/{i}" for i in range(20)]
+    solo = {0: {i: float(n < 2) for n, i in enumerate(ids)}, 1: {i: float(n < 4) for n, i in enumerate(ids)}}
+    # seed 0: mix solves P/0-P/7 (6 only it, none only solo); seed 1: mix solves P/1-P/4 (1 only it, 1 only solo)
+    mix = {0: {i: float(n < 8) for n, i in enumerate(ids)}, 1: {i: float(1 <= n <= 4) for n, i in enumerate(ids)}}
+    out = versus(mix, solo)
+    assert out["per_seed"][0] == {"difference": pytest.approx(6 / 20), "only_a": 6, "only_b": 0, "mcnemar_p": 2 * 0.5**6}
+    assert (out["per_seed"][1]["only_a"], out["per_seed"][1]["only_b"], out["per_seed"][1]["mcnemar_p"]) == (1, 1, 1.0)
+    assert out["difference"] == pytest.approx((6 / 20 + 0) / 2) and out["difference_per_seed"] == [0.3, 0.0]
+    assert (out["only_a"], out["only_b"]) == (7, 1) and out["mcnemar_p_pooled"] == pytest.approx(2 * 9 / 256)
+    lo, hi = out["ci95"]
+    assert 0 < lo < 0.15 < hi  # every problem moves toward mix or not at all on average but one
+    # swapped arms: the same evidence with its sign turned
+    back = versus(solo, mix)
+    assert back["difference"] == pytest.approx(-0.15) and (back["only_a"], back["only_b"]) == (1, 7)
+
+
+def test_versus_leaves_out_noise_and_seeds_only_one_arm_has():
+    from unified.eval.gain_stats import versus
+
+    a = {0: {"A": 1.0, "B": 1.0, "C": 0.0}, 2: {"A": 1.0, "B": 1.0, "C": 1.0}}
+    b = {0: {"A": 0.0, "B": 0.0, "C": 0.0}, 1: {"A": 0.0, "B": 0.0, "C": 0.0}}
+    out = versus(a, b, noisy=["A"])
+    assert out["seeds"] == [0] and out["problems"] == 2 and (out["only_a"], out["only_b"]) == (1, 0)
+    assert out["difference"] == 0.5 and out["noisy_problems"] == ["A"]

@@ -8,6 +8,7 @@ seed. Pure functions over dicts `problem id -> 0/1`.
     mcnemar_exact_p(gained, lost)  two-sided exact McNemar (binomial test on the discordant pairs)
     paired_bootstrap_ci(control, seeds)   95% interval of the mean-over-seeds gain, problems resampled
     noisy_problems(repeats)        problems whose control outcome differs between repeated evaluations
+    versus(a, b)                   two trained arms against each other, paired by seed (the same problems)
 
 McNemar's test is per seed (each seed against the control): the seeds share one control, so
 pooling their discordant pairs counts a problem once per seed and overstates the evidence.
@@ -48,11 +49,49 @@ def paired_bootstrap_ci(control: Mapping[str, float], seeds: Sequence[Mapping[st
     ids = [i for i in control if all(i in s for s in seeds)]
     if not ids or not seeds:
         return (0.0, 0.0)
-    diffs = np.array([np.mean([s[i] - control[i] for s in seeds]) for i in ids])
+    return _bootstrap([np.mean([s[i] - control[i] for s in seeds]) for i in ids], resamples, seed, level)
+
+
+def _bootstrap(diffs: Sequence[float], resamples: int, seed: int, level: float) -> tuple[float, float]:
+    """Percentile interval of the mean of per-problem differences, problems resampled with replacement."""
+    diffs = np.asarray(diffs, dtype=float)
     rng = np.random.default_rng(seed)
     means = diffs[rng.integers(0, len(diffs), size=(resamples, len(diffs)))].mean(axis=1)
     lo, hi = np.quantile(means, [(1 - level) / 2, (1 + level) / 2])
     return float(lo), float(hi)
+
+
+def versus(a: Mapping[int, Mapping[str, float]], b: Mapping[int, Mapping[str, float]], noisy: Sequence[str] = ()) -> dict:
+    """Arm `a` against arm `b` (seed -> problem id -> 0/1), paired by seed: seed s of both arms
+    trained from the same model with the same seed on the same problems, so each seed is a
+    paired experiment. Per seed: the difference in pass@1, the problems only `a` solves and only
+    `b` solves, and McNemar's exact p on them; over the seeds both arms have: the mean
+    difference, its paired-bootstrap 95 % interval (problems resampled, every seed kept), and the
+    pooled discordant counts. `noisy` problems (the control's own noise) are left out."""
+    seeds = [s for s in a if s in b]
+    drop = set(noisy)
+    ids = sorted(i for i in set().union(*(a[s] for s in seeds)) if i not in drop
+                 and all(a[s].get(i) is not None and b[s].get(i) is not None for s in seeds)) if seeds else []  # fmt: skip
+    per_seed = {}
+    for s in seeds:
+        only_a, only_b = flips({i: b[s][i] for i in ids}, a[s])
+        per_seed[s] = {"difference": gain({i: b[s][i] for i in ids}, a[s]), "only_a": only_a, "only_b": only_b,
+                       "mcnemar_p": mcnemar_exact_p(only_a, only_b)}  # fmt: skip
+    only_a, only_b = sum(v["only_a"] for v in per_seed.values()), sum(v["only_b"] for v in per_seed.values())
+    diffs = [np.mean([a[s][i] - b[s][i] for s in seeds]) for i in ids]
+    return {
+        "seeds": seeds,
+        "problems": len(ids),
+        "difference": float(np.mean(diffs)) if ids else 0.0,
+        "difference_per_seed": [per_seed[s]["difference"] for s in seeds],
+        "only_a": only_a,
+        "only_b": only_b,
+        "mcnemar_p_per_seed": [per_seed[s]["mcnemar_p"] for s in seeds],
+        "mcnemar_p_pooled": mcnemar_exact_p(only_a, only_b),
+        "ci95": list(_bootstrap(diffs, 10_000, 0, 0.95)) if ids else [0.0, 0.0],
+        "per_seed": per_seed,
+        "noisy_problems": sorted(drop),
+    }
 
 
 def noisy_problems(repeats: Sequence[Mapping[str, float]]) -> list[str]:
