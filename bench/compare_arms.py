@@ -53,14 +53,14 @@ def check_paired(a: dict, b: dict) -> None:
 
 
 def round_cost(result: dict) -> dict:
-    """Mean per round over every seed: generated tokens and seconds (from the runs' metrics)."""
-    rows = [r for s in result["seeds"] for r in s.get("metrics_per_round", [])]
-
-    def mean(key: str) -> float | None:
-        values = [r[key] for r in rows if r.get(key) is not None]
-        return sum(values) / len(values) if values else None
-
-    return {"rounds": len(rows), "generation_tokens": mean("compute/generation_tokens"), "seconds": mean("time/round")}
+    """Mean per round over every seed: generated tokens and seconds (from the runs' metrics;
+    telemetry's `compute/*` totals are cumulative, so a run's last round holds its total)."""
+    runs = [s["metrics_per_round"] for s in result["seeds"] if s.get("metrics_per_round")]
+    rounds = sum(len(rows) for rows in runs)
+    tokens = [rows[-1].get("compute/generation_tokens") for rows in runs]
+    seconds = [r["time/round"] for rows in runs for r in rows if r.get("time/round") is not None]
+    return {"rounds": rounds, "generation_tokens": sum(tokens) / rounds if rounds and None not in tokens else None,
+            "seconds": sum(seconds) / len(seconds) if seconds else None}  # fmt: skip
 
 
 def compare(a: dict, b: dict, names: tuple[str, str]) -> dict:

@@ -102,11 +102,12 @@ def main() -> int:
             if done.exists() and json.loads(done.read_text()).get("complete") and not (runs / control).exists():
                 shutil.copytree(base / control, runs / control)
         result = json.loads((out / "result.json").read_text()) if (out / "result.json").exists() else {}
-        rows = [r for seed in result.get("seeds", []) for r in seed.get("metrics_per_round", [])]
+        # telemetry's compute/* totals are cumulative over a run: its last round holds the run's total
+        last = [seed["metrics_per_round"][-1] for seed in result.get("seeds", []) if seed.get("metrics_per_round")]
         results[name] = {"overrides": CONFIGS[name], **{k: result.get(k) for k in (
             "pass_at_1_before", "pass_at_1_after", "gain", "flips_gained", "flips_lost", "mcnemar_p", "ci95",
             "sampled_pass_at_1_before", "sampled_pass_at_1_after", "headroom", "complete")},
-            "generation_tokens": sum(r.get("compute/generation_tokens") or 0 for r in rows) or None,
+            "generation_tokens": sum(r.get("compute/generation_tokens") or 0 for r in last) or None,
             "per_problem_after": {s["seed"]: s["per_problem_after"] for s in result.get("seeds", [])}}  # fmt: skip
     against_default(results)
     out = runs.parent / "sweep.json"

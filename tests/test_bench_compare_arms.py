@@ -21,8 +21,9 @@ CONTROL = {i: float(n == 0) for n, i in enumerate(IDS)}
 
 
 def _result(afters: dict[int, dict], seconds: float, tokens: float, noisy=()) -> dict:
+    """Two rounds per seed, `tokens` generated in each: telemetry's totals are cumulative."""
     seeds = [{"seed": s, "per_problem_after": a, "pass_at_1_after": sum(a.values()) / len(a),
-              "metrics_per_round": [{"round": r, "time/round": seconds, "compute/generation_tokens": tokens} for r in (1, 2)]}
+              "metrics_per_round": [{"round": r, "time/round": seconds, "compute/generation_tokens": tokens * r} for r in (1, 2)]}
              for s, a in afters.items()]  # fmt: skip
     return {"benchmark": "mbpp", "problems": IDS, "per_problem_before": CONTROL, "seeds": seeds, "gain": 0.1,
             "noisy_problems": list(noisy), "settings": {"overrides": ["x=1"]}}  # fmt: skip
