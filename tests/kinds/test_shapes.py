@@ -76,3 +76,58 @@ def test_each_self_play_kinds_gold_is_inside_its_shape_and_parses(kind):
 def test_the_solve_shape_holds_its_gold():
     (task,), _ = KINDS["solve"].build_problem(PROBLEM, [PROGRAM], [], BuildOptions())
     assert accepts(KINDS["solve"].answer_shape(task), task.gold) and parse_answer(task, task.gold)[1] is None
+
+
+def _entry_point_first(source: str, entry_point: str) -> str:
+    """A reference solution as a code shape starts: its entry point's definition first (the
+    rest after it), in ast.unparse's 4-space layout."""
+    import ast
+
+    nodes = ast.parse(source).body
+    first = [n for n in nodes if isinstance(n, ast.FunctionDef) and n.name == entry_point]
+    return "\n".join(ast.unparse(n) for n in first + [n for n in nodes if n not in first]) + "\n"
+
+
+def _reference_solutions():
+    from unified.benchmarks import humaneval, mbpp
+
+    for row in mbpp.rows():
+        yield row["task_id"], row["entry_point"], _entry_point_first(row["canonical_solution"], row["entry_point"])
+    for row in humaneval.rows():  # the prompt (signature, docstring with its examples) and the body as written
+        source = row["prompt"] + row["canonical_solution"]
+        yield row["task_id"], row["entry_point"], _entry_point_first(source, row["entry_point"])
+        start = source.find(f"def {row['entry_point']}(")
+        if "```" not in source and source[start:].count("\ndef ") == 0:  # one function, its own layout and comments
+            yield row["task_id"] + " as written", row["entry_point"], source[start:].rstrip("\n") + "\n"
+
+
+def test_every_reference_solution_of_both_benchmarks_is_inside_the_code_shape():
+    refused = [tid for tid, entry, code in _reference_solutions()
+               if not accepts(shapes.code_answer(entry, tagged=False), f"{FENCE}python\n{code}{FENCE}")]  # fmt: skip
+    assert len(list(_reference_solutions())) > 560 and refused == []
+
+
+@pytest.mark.parametrize("body", [
+    "    return f(x))\n",                    # one bracket too many
+    "    return [1, 2\n",                    # never closed
+    "    x = (1, 2]\n    return x\n",        # closed by the wrong bracket
+    "    return g(x, {'a': [1)}\n",          # crossed
+    "    return ')' + x)\n",                 # a bracket in a string does not close one outside it
+])  # fmt: skip
+def test_the_code_shape_refuses_unbalanced_brackets(body):
+    assert not accepts(shapes.code_answer("f", tagged=True), f"<answer>\n{FENCE}python\ndef f(x):\n{body}{FENCE}\n</answer>")
+
+
+@pytest.mark.parametrize("body", [
+    "    return \"(\" + x + ']'  # it's a bracket ( in a comment\n",
+    "    y = [\n        1,  # first (\n        2,\n    ]\n    return {k: (v,) for k, v in zip(y, x)}\n",
+    '    """A docstring: it\'s ( ] "quoted", with `code` in it.\n\n    More lines.\n    """\n    return x\n',
+    "    s = f'{x!r:>{3}}' + r'\\d(' + b'['.decode()\n    return s\n",
+    "    return x \\\n        + 1\n",
+])  # fmt: skip
+def test_the_code_shape_keeps_brackets_in_strings_comments_and_across_lines(body):
+    text = f"{FENCE}python\ndef f(x):\n{body}{FENCE}"
+    assert accepts(shapes.code_answer("f", tagged=False), text), text
+    import ast
+
+    ast.parse(text.split("\n", 1)[1].rsplit(FENCE, 1)[0])  # and they are Python

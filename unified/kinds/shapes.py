@@ -24,12 +24,25 @@ dict ::= "{" (literal ": " literal (", " literal ": " literal)*)? "}"
 set ::= "set()" | "{" literal (", " literal)* "}"
 """
 
-# after "def NAME(": the rest of the signature line, at least one indented statement (no
-# empty or comment-only body: its first line is code), then any lines; no line holds three
-# backticks in a row (they end the block)
+# after "def NAME(": the parameters up to the ")" that closes them, then at least one indented
+# statement (no empty or comment-only body: its first line is code), then any lines. Brackets
+# balance (outside strings and comments, across lines as Python allows): the commonest syntax
+# error of a 135M model, an unclosed or extra bracket, cannot be written. Strings (one-line,
+# triple-quoted, any prefix) and comments may hold anything but three backticks in a row,
+# which end the block; nothing else of Python's syntax (indentation, keywords) is enforced.
 CODE_RULES = r"""
-code ::= [^\n`]* "\n    " [^ \n`#] line line*
-line ::= ([^`\n] | "`" [^`\n] | "``" [^`\n])* "\n"
+code ::= nested* ")" flat* comment? "\n    " start flat* comment? "\n" line*
+line ::= flat* comment? "\n"
+flat ::= plain | string | "(" nested* ")" | "[" nested* "]" | "{" nested* "}"
+nested ::= flat | comment? "\n"
+start ::= [^ \n`#()\[\]{}'"] | string | "(" nested* ")" | "[" nested* "]" | "{" nested* "}"
+plain ::= [^`\n()\[\]{}'"#]
+comment ::= "#" ([^\n`] | "`" [^\n`] | "``" [^\n`])*
+string ::= "'" sq* "'" | "\"" dq* "\"" | "'''" tsq* "'''" | "\"\"\"" tdq* "\"\"\""
+sq ::= [^'\\\n`] | "\\" [^\n] | "`" [^'\\\n`] | "``" [^'\\\n`]
+dq ::= [^"\\\n`] | "\\" [^\n] | "`" [^"\\\n`] | "``" [^"\\\n`]
+tsq ::= [^'`\\] | "\\" [^`] | "'" [^'`] | "''" [^'`] | "`" [^'`\\] | "``" [^'`\\]
+tdq ::= [^"`\\] | "\\" [^`] | "\"" [^"`] | "\"\"" [^"`] | "`" [^"`\\] | "``" [^"`\\]
 """
 
 
