@@ -113,6 +113,7 @@ def test_every_reference_solution_of_both_benchmarks_is_inside_the_code_shape():
     "    x = (1, 2]\n    return x\n",        # closed by the wrong bracket
     "    return g(x, {'a': [1)}\n",          # crossed
     "    return ')' + x)\n",                 # a bracket in a string does not close one outside it
+    "    return x \u00d7 2\n",                 # a non-ASCII character in code (inside a string it may stay)
 ])  # fmt: skip
 def test_the_code_shape_refuses_unbalanced_brackets(body):
     assert not accepts(shapes.code_answer("f", tagged=True), f"<answer>\n{FENCE}python\ndef f(x):\n{body}{FENCE}\n</answer>")

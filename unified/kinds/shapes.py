@@ -29,14 +29,15 @@ set ::= "set()" | "{" literal (", " literal)* "}"
 # balance (outside strings and comments, across lines as Python allows): the commonest syntax
 # error of a 135M model, an unclosed or extra bracket, cannot be written. Strings (one-line,
 # triple-quoted, any prefix) and comments may hold anything but three backticks in a row,
-# which end the block; nothing else of Python's syntax (indentation, keywords) is enforced.
+# which end the block; outside them the code is printable ASCII (a `×` or a curly quote in
+# code is a syntax error). Nothing else of Python's syntax (indentation, keywords) is enforced.
 CODE_RULES = r"""
 code ::= nested* ")" flat* comment? "\n    " start flat* comment? "\n" line*
 line ::= flat* comment? "\n"
 flat ::= plain | string | "(" nested* ")" | "[" nested* "]" | "{" nested* "}"
 nested ::= flat | comment? "\n"
-start ::= [^ \n`#()\[\]{}'"] | string | "(" nested* ")" | "[" nested* "]" | "{" nested* "}"
-plain ::= [^`\n()\[\]{}'"#]
+start ::= [!$%&*+,\-./0-9:;<=>?@A-Z\\^_a-z|~] | string | "(" nested* ")" | "[" nested* "]" | "{" nested* "}"
+plain ::= [\t !$%&*+,\-./0-9:;<=>?@A-Z\\^_a-z|~]
 comment ::= "#" ([^\n`] | "`" [^\n`] | "``" [^\n`])*
 string ::= "'" sq* "'" | "\"" dq* "\"" | "'''" tsq* "'''" | "\"\"\"" tdq* "\"\"\""
 sq ::= [^'\\\n`] | "\\" [^\n] | "`" [^'\\\n`] | "``" [^'\\\n`]
