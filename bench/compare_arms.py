@@ -1,7 +1,7 @@
 """Two recipes against each other: two `bench/learning_gain.py` results on the same problems,
 the same control and the same seeds, compared seed by seed (`gain_stats.versus`).
 
-    python bench/compare_arms.py A.json B.json [--names mix,solo] [--output X.json]
+    python bench/compare_arms.py A.json B.json [--names mix,solo] [--output X.json] [--note TEXT]
 
 Each seed of A and B trained from the same model with the same seed on the same problems, so
 seed s is a paired experiment: per seed the problems only A solves and only B solves, with
@@ -60,10 +60,11 @@ def round_cost(result: dict) -> dict:
     tokens = [rows[-1].get("compute/generation_tokens") for rows in runs]
     seconds = [r["time/round"] for rows in runs for r in rows if r.get("time/round") is not None]
     return {"rounds": rounds, "generation_tokens": sum(tokens) / rounds if rounds and None not in tokens else None,
-            "seconds": sum(seconds) / len(seconds) if seconds else None}  # fmt: skip
+            "seconds": sum(seconds) / len(seconds) if seconds else None,
+            "seconds_per_round": [[r.get("time/round") for r in rows] for rows in runs]}  # fmt: skip
 
 
-def compare(a: dict, b: dict, names: tuple[str, str]) -> dict:
+def compare(a: dict, b: dict, names: tuple[str, str], note: str = "") -> dict:
     check_paired(a, b)
     after = [{s["seed"]: s["per_problem_after"] for s in arm["seeds"]} for arm in (a, b)]
     noisy = sorted(set(a.get("noisy_problems", [])) | set(b.get("noisy_problems", [])))
@@ -76,6 +77,8 @@ def compare(a: dict, b: dict, names: tuple[str, str]) -> dict:
         "benchmark": a["benchmark"], "problems": a["problems"], "arms": arms, "versus": vs,
         "a": names[0], "b": names[1], "round_time_ratio": ca / cb if ca and cb else None,
         "metric": "greedy pass@1 on the hidden tests; `versus.difference` = pass@1 of a minus b, mean over shared seeds",
+        "timing": "round seconds as the runs logged them: a timing only where the machine was idle for both (see `note`)",
+        "note": note,
         "date": datetime.date.today().isoformat(),
     }  # fmt: skip
 
@@ -86,11 +89,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("b", type=Path)
     p.add_argument("--names", default="a,b", help="the two arms' names, comma separated")
     p.add_argument("--output", type=Path, default=None)
+    p.add_argument("--note", default="", help="what the JSON should say about the runs (e.g. whether the machine was idle)")
     args = p.parse_args(argv)
     names = tuple(n.strip() for n in args.names.split(","))
     if len(names) != 2 or not all(names) or names[0] == names[1]:
         raise UserError(f"--names needs two different names, got {args.names!r}: e.g. --names mix,solo")
-    out = compare(load(args.a), load(args.b), names)
+    out = compare(load(args.a), load(args.b), names, args.note)
     v = out["versus"]
     print(f"{names[0]} - {names[1]}: {v['difference']:+.3f} greedy pass@1 (seeds {v['seeds']}, per seed "
           f"{[round(d, 3) for d in v['difference_per_seed']]}) | only {names[0]} {v['only_a']}, only {names[1]} "

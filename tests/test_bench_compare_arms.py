@@ -41,7 +41,8 @@ def test_arms_are_compared_seed_by_seed_with_their_cost():
     assert v["difference_per_seed"] == [pytest.approx(0.2), 0.0] and v["difference"] == pytest.approx(0.1)
     assert (v["only_mix"], v["only_solo"]) == (3, 1) and v["per_seed"][1] == {"difference": 0.0, "only_a": 1, "only_b": 1,
                                                                               "mcnemar_p": 1.0}  # fmt: skip
-    assert out["arms"]["mix"]["round_cost"] == {"rounds": 4, "generation_tokens": 2000.0, "seconds": 120.0}
+    assert out["arms"]["mix"]["round_cost"] == {"rounds": 4, "generation_tokens": 2000.0, "seconds": 120.0,
+                                                "seconds_per_round": [[120.0, 120.0], [120.0, 120.0]]}  # fmt: skip
     assert out["round_time_ratio"] == pytest.approx(1.2) and out["arms"]["solo"]["overrides"] == ["x=1"]
 
 
