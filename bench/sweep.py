@@ -38,7 +38,8 @@ CONFIGS: dict[str, list[str]] = {
     "solve+induction": ["tuning=top_layers", "algorithm.lr=1e-5", "pipeline.kinds=[solve,induction]"],
     "ttrlvr": ["tuning=top_layers", "algorithm.lr=1e-5", "pipeline.kinds=[induction,deduction,abduction]"],
     # issue 32: the self-play kinds in their answer shapes next to solve, and labels with no written test
-    "default": [],
+    "default": [],  # since 2026-11-27 the self-play mix (below); before it, solve alone (= "solo")
+    "solo": ["pipeline.kinds=[solve]"],
     "mix_selfplay": ["pipeline.mix=[solve:0.7,deduction:0.1,abduction:0.1,induction:0.1]"],
     "mix_selfplay_shaped_solve": ["pipeline.mix=[solve:0.7,deduction:0.1,abduction:0.1,induction:0.1]",
                                   "pipeline.constrain=[induction,deduction,abduction,inputs,solve]"],

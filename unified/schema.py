@@ -23,7 +23,7 @@ from dataclasses import dataclass, field, fields, is_dataclass
 from hydra.core.config_store import ConfigStore
 from omegaconf import DictConfig, OmegaConf
 
-from unified.kinds import SELF_PLAY, SOLVE
+from unified.kinds import DEFAULT_MIX, SELF_PLAY, SOLVE
 from unified.pipeline.config import INPUTS, TTRLVR_KINDS, BenchmarkConfig, PipelineConfig
 from unified.sandbox.config import ExecutorConfig
 from unified.trainer.config import (  # noqa: F401 - the groups' names, gathered here
@@ -80,11 +80,29 @@ def seed_programs_for(model_path: str | None) -> str:
     return "canonical" if model_path in (None, "", "tiny") else "none"
 
 
-def task_kinds_for(model_path: str | None) -> list[str]:
+def _tiny(model_path: str | None) -> bool:
+    return model_path in (None, "", "tiny")
+
+
+def task_kinds_for(model_path: str | None, backend: str | None = None) -> list[str]:
     """`pipeline.kinds`' default (the `${task_kinds_for:...}` resolver): a real model
-    trains on its benchmark prompts (`solve`, rewarded on the visible examples); the embedded
-    tiny model, which writes noise, on the self-play kinds built from canonical programs."""
-    return list(SELF_PLAY) if model_path in (None, "", "tiny") else [SOLVE]
+    trains on its benchmark prompts (`solve`, rewarded on the visible examples) and, where
+    the engine decodes answers in their shapes (not on `rollout=hf`), on the self-play kinds
+    built from its own programs; the embedded tiny model, which writes noise, on the
+    self-play kinds built from canonical programs."""
+    if _tiny(model_path):
+        return list(SELF_PLAY)
+    return [SOLVE] if backend == "hf" else list(DEFAULT_MIX)
+
+
+def task_mix_for(model_path: str | None, kinds) -> list[str]:
+    """`pipeline.mix`' default (the `${task_mix_for:...}` resolver): for a real model, the
+    shares of DEFAULT_MIX for the kinds in `pipeline.kinds`, when they are two or more and all
+    in it (so `pipeline.kinds=[solve]` is solve alone); otherwise none: every kept task."""
+    kinds = [str(k) for k in kinds]
+    if _tiny(model_path) or len(kinds) < 2 or set(kinds) - set(DEFAULT_MIX):
+        return []
+    return [f"{k}:{DEFAULT_MIX[k]}" for k in kinds]
 
 
 def constrain_for(backend: str | None) -> list[str]:
@@ -100,4 +118,5 @@ def register() -> None:
     ConfigStore.instance().store(name="schema", node=schema_node())
     OmegaConf.register_new_resolver("seed_programs_for", seed_programs_for, replace=True)
     OmegaConf.register_new_resolver("task_kinds_for", task_kinds_for, replace=True)
+    OmegaConf.register_new_resolver("task_mix_for", task_mix_for, replace=True)
     OmegaConf.register_new_resolver("constrain_for", constrain_for, replace=True)

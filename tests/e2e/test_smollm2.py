@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from unified.kinds import SELF_PLAY
 from unified.models import smollm2
 from unified.config import UserError
 
@@ -89,7 +90,7 @@ def test_pushes_keep_engine_logprobs_equal_to_the_policy_full_and_lora():
 
 SMOLLM2_ROUND = [
     "model=smollm2", "--problems", "2", "benchmark.problem_ids=[Mbpp/2,Mbpp/17]", "pipeline.num_programs=4",
-    "model.max_new_tokens=96", "pipeline.max_tasks=4", "rollout.n=4", "algorithm.micro_batch_size=4",
+    "model.max_new_tokens=96", "pipeline.max_tasks=5", "rollout.n=4", "algorithm.micro_batch_size=4",
     "algorithm.accum_steps=1", "algorithm.update_steps=1", "trainer.log_samples=1",
 ]  # fmt: skip
 
@@ -97,8 +98,9 @@ SMOLLM2_ROUND = [
 def test_one_real_round_trains_on_its_own_samples_of_the_benchmark_prompts(tmp_path):
     """The default recipe on SmolLM2: one `solve` task per problem (the benchmark's own prompt,
     rewarded on its visible examples), whose group is phase 1's own samples (no canonical
-    seeds, no second generation); some group's rewards differ, the gradient is non-zero and
-    the weights the checkpoint holds have moved."""
+    seeds, no second generation), and the self-play kinds in the default mix's shares (at
+    least one task of each kind that has any); some group's rewards differ, the gradient is
+    non-zero and the weights the checkpoint holds have moved."""
     import pandas as pd
     from safetensors.torch import load_file
 
@@ -112,8 +114,11 @@ def test_one_real_round_trains_on_its_own_samples_of_the_benchmark_prompts(tmp_p
     assert len(programs) > 0 and set(programs["source"]) == {"model"}
     tasks = pd.read_parquet(out / "round_1" / "tasks.parquet")
     kept = tasks[tasks["kept"]]
-    assert set(kept["kind"]) == {"solve"} and set(kept["problem_id"]) == {"Mbpp/2", "Mbpp/17"}
-    golds = set(kept["program"]) - {""}  # a task's gold, where it has one, is a model program passing the visible tests
+    solve = kept[kept["kind"] == "solve"]
+    assert set(solve["problem_id"]) == {"Mbpp/2", "Mbpp/17"} and set(kept["kind"]) <= {"solve", *SELF_PLAY}
+    over_mix = tasks[tasks["rejection"] == "over_mix"]
+    assert set(over_mix["kind"]) <= set(SELF_PLAY)  # the mix trims the self-play kinds, never solve
+    golds = set(solve["program"]) - {""}  # a solve task's gold, where it has one, is a model program passing the visible tests
     assert golds <= set(programs["code"])
     rows = e2e.rollouts(out)
     spread = rows.groupby(["task_id", "version"])["reward"].agg(lambda r: r.max() - r.min())

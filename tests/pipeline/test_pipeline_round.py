@@ -209,7 +209,7 @@ def test_pipeline_config_is_the_schema_and_the_file_holds_deltas():
     assert differing == {"seed_programs", "program_max_tokens", "input_max_tokens", "num_programs"}  # K follows rollout.n
     assert resolved.seed_programs == "canonical"  # the default for the embedded tiny model
     assert resolved.kinds == PipelineConfig().kinds  # the self-play kinds: it writes no code
-    assert pipeline("model=hf").seed_programs == "none" and pipeline("model=hf").kinds == ("solve",)
+    assert pipeline("model=hf").seed_programs == "none" and pipeline("model=hf").kinds[0] == "solve"
     with pytest.raises(UserError, match="unknown config key 'pipeline.num_program'"):
         compose_config(["pipeline.num_program=3"])
     with pytest.raises(UserError, match="seed_programs"):
@@ -223,3 +223,27 @@ def test_pipeline_config_is_the_schema_and_the_file_holds_deltas():
     assert pipeline("pipeline.kinds=[deduction]").kinds == ("deduction",)
     with pytest.raises(ValueError, match="kinds"):  # the dataclass checks itself, config or not
         PipelineConfig(kinds=("riddles",))
+
+
+def test_a_real_model_trains_on_the_default_mix_and_one_override_gives_solve_alone():
+    """The default for a real model is solve plus the self-play kinds in DEFAULT_MIX's shares
+    (the tune sweep's winner); naming the kinds keeps their default shares, naming one kind or a
+    kind outside the mix means every kept task, `rollout=hf` (no answer shapes) solve alone, and
+    the tiny model no mix at all."""
+    from unified.config import compose_config, typed
+    from unified.kinds import DEFAULT_MIX
+
+    def pipeline(*overrides):
+        return typed(compose_config(list(overrides))).pipeline
+
+    default = pipeline("model=smollm2")
+    assert default.kinds == tuple(DEFAULT_MIX) and default.shares == DEFAULT_MIX and default.kinds[0] == "solve"
+    assert pipeline("model=smollm2", "pipeline.kinds=[solve]").kinds == ("solve",)
+    assert pipeline("model=smollm2", "pipeline.kinds=[solve]").mix == ()
+    assert pipeline("model=smollm2", "pipeline.kinds=[solve,induction]").shares == {"solve": 0.7, "induction": 0.1}
+    assert pipeline("model=smollm2", "pipeline.kinds=[solve,repair]").mix == ()  # repair has no default share
+    assert pipeline("model=smollm2", "pipeline.mix=[]").kinds == tuple(DEFAULT_MIX)  # every kept task
+    assert pipeline("model=smollm2", "pipeline.mix=[solve:0.5,abduction:0.5]").kinds == ("solve", "abduction")
+    assert pipeline("model=smollm2", "rollout=hf").kinds == ("solve",) and pipeline("model=smollm2", "rollout=hf").mix == ()
+    assert pipeline("model=smollm2", "experiment=solve_tuned").kinds == ("solve",)  # the report run's recipe, exactly
+    assert pipeline("model=tiny").mix == () and "solve" not in pipeline("model=tiny").kinds

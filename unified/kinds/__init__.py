@@ -14,6 +14,8 @@ KINDS: dict[str, TaskKind] = {k.NAME: k for k in (induction, deduction, abductio
 TASK_KINDS: tuple[str, ...] = tuple(KINDS)
 SELF_PLAY: tuple[str, ...] = tuple(k.NAME for k in (induction, deduction, abduction))  # the original design's kinds
 SOLVE: str = solve.NAME  # the problem's own prompt: phase 1's programs are its groups, agreement labels it
+# a real model's default `pipeline.mix` (phase 5's share of each kind): the tune sweep's winner, docs/results/README.md
+DEFAULT_MIX: dict[str, float] = {SOLVE: 0.7, deduction.NAME: 0.1, abduction.NAME: 0.1, induction.NAME: 0.1}
 
 
 def kind_of(name: str) -> TaskKind:
