@@ -45,6 +45,7 @@ def token_logprobs_and_entropy(
     temperature: float = 1.0,
     with_entropy: bool = True,
     entropy_grad: bool = True,
+    share_prompts: bool = False,
 ) -> tuple[torch.Tensor, torch.Tensor | None]:
     """Log-prob of each response token and the entropy of its distribution, both (B, R).
 
@@ -54,6 +55,8 @@ def token_logprobs_and_entropy(
     Logits are divided by the sampling temperature, matching the engine's processed
     log-probs (exact for top_p=1). Padded positions hold garbage; mask them.
     `entropy_grad=False` computes the entropy as a metric only (no graph through it).
+    `share_prompts`: rows with the same prompt (a group's samples) run it once
+    (`_shared_prompt_logits`); the same values, fewer tokens through the model.
 
     One `log_softmax` serves both: the log-probs gather from it, and the entropy
     -sum(p * log p) reads it back in row chunks that stay in cache. verl's
@@ -62,16 +65,45 @@ def token_logprobs_and_entropy(
     of 4 x 96 response tokens, about 4% of an update step).
     """
     r = response_mask.shape[1]
-    # positions count real tokens only, as the engine numbers them (left padding shifts)
-    position_ids = (attention_mask.long().cumsum(-1) - 1).clamp(min=0)
-    out = model(input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids, logits_to_keep=r + 1,
-                use_cache=False)  # fmt: skip
-    logits = out.logits[:, :-1].float()
+    shared = share_prompts and not getattr(model, "is_gradient_checkpointing", False)
+    logits = (_shared_prompt_logits if shared else _logits)(model, input_ids, attention_mask, r)
     if temperature > 0 and temperature != 1.0:
         logits = logits / temperature
     log_p = torch.log_softmax(logits, dim=-1)
     logprobs = log_p.gather(-1, input_ids[:, -r:, None]).squeeze(-1)
     return logprobs, (_entropy(log_p, entropy_grad) if with_entropy else None)
+
+
+def _positions(attention_mask: torch.Tensor) -> torch.Tensor:
+    """Positions counting real tokens only, as the engine numbers them (left padding shifts)."""
+    return (attention_mask.long().cumsum(-1) - 1).clamp(min=0)
+
+
+def _logits(model, input_ids: torch.Tensor, attention_mask: torch.Tensor, r: int) -> torch.Tensor:
+    """(B, R, vocab) float logits predicting the R response tokens: one forward of every row."""
+    out = model(input_ids=input_ids, attention_mask=attention_mask, position_ids=_positions(attention_mask),
+                logits_to_keep=r + 1, use_cache=False)  # fmt: skip
+    return out.logits[:, :-1].float()
+
+
+def _shared_prompt_logits(model, input_ids: torch.Tensor, attention_mask: torch.Tensor, r: int) -> torch.Tensor:
+    """`_logits`' values with each distinct prompt run once: the prompts' forward fills a KV
+    cache (kept in the graph, so gradients reach the prompt positions of trainable layers as
+    in the full forward), each row takes its prompt's cache, and the responses run on it. A
+    group of 16 samples of a ~190-token prompt and ~100-token answers puts ~1,800 tokens
+    through the model instead of ~4,600. Rows that share nothing: the plain forward."""
+    p = input_ids.shape[1] - r
+    prompts = torch.cat([input_ids[:, :p], attention_mask[:, :p].to(input_ids.dtype)], dim=1)
+    unique, row_of = torch.unique(prompts, dim=0, return_inverse=True)
+    if unique.shape[0] == input_ids.shape[0] or p == 0:
+        return _logits(model, input_ids, attention_mask, r)
+    ids, mask = unique[:, :p], unique[:, p:].to(attention_mask.dtype)
+    head = model(input_ids=ids, attention_mask=mask, position_ids=_positions(mask), logits_to_keep=1, use_cache=True)
+    cache = head.past_key_values
+    cache.batch_select_indices(row_of)  # each row its prompt's keys and values (a gather: gradients sum back)
+    tail = model(input_ids=input_ids[:, p:], attention_mask=attention_mask, position_ids=_positions(attention_mask)[:, p:],
+                 past_key_values=cache, logits_to_keep=r, use_cache=True)  # fmt: skip
+    return torch.cat([head.logits[row_of], tail.logits[:, :-1]], dim=1).float()
 
 
 def _entropy(log_p: torch.Tensor, grad: bool) -> torch.Tensor:
