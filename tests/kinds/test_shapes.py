@@ -109,25 +109,13 @@ def test_every_reference_solution_of_both_benchmarks_is_inside_the_code_shape():
 
 
 @pytest.mark.parametrize("body", [
-    "    return f(x))\n",                    # one bracket too many
-    "    return [1, 2\n",                    # never closed
-    "    x = (1, 2]\n    return x\n",        # closed by the wrong bracket
-    "    return g(x, {'a': [1)}\n",          # crossed
-    "    return ')' + x)\n",                 # a bracket in a string does not close one outside it
-    "    return x \u00d7 2\n",                 # a non-ASCII character in code (inside a string it may stay)
-])  # fmt: skip
-def test_the_code_shape_refuses_unbalanced_brackets(body):
-    assert not accepts(shapes.code_answer("f", tagged=True), f"<answer>\n{FENCE}python\ndef f(x):\n{body}{FENCE}\n</answer>")
-
-
-@pytest.mark.parametrize("body", [
     "    return \"(\" + x + ']'  # it's a bracket ( in a comment\n",
     "    y = [\n        1,  # first (\n        2,\n    ]\n    return {k: (v,) for k, v in zip(y, x)}\n",
     '    """A docstring: it\'s ( ] "quoted", with `code` in it.\n\n    More lines.\n    """\n    return x\n',
     "    s = f'{x!r:>{3}}' + r'\\d(' + b'['.decode()\n    return s\n",
     "    return x \\\n        + 1\n",
 ])  # fmt: skip
-def test_the_code_shape_keeps_brackets_in_strings_comments_and_across_lines(body):
+def test_the_code_shape_keeps_brackets_strings_comments_and_lines_as_python_writes_them(body):
     text = f"{FENCE}python\ndef f(x):\n{body}{FENCE}"
     assert accepts(shapes.code_answer("f", tagged=False), text), text
     import ast
