@@ -65,7 +65,9 @@ def token_logprobs_and_entropy(
     of 4 x 96 response tokens, about 4% of an update step).
     """
     r = response_mask.shape[1]
-    shared = share_prompts and not getattr(model, "is_gradient_checkpointing", False)
+    # one rank only: the shared path's number of forwards depends on the batch, and FSDP2's
+    # collectives need every rank to make the same calls (two ranks would wait on each other)
+    shared = share_prompts and world_size() == 1 and not getattr(model, "is_gradient_checkpointing", False)
     logits = (_shared_prompt_logits if shared else _logits)(model, input_ids, attention_mask, r)
     if temperature > 0 and temperature != 1.0:
         logits = logits / temperature
