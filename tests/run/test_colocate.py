@@ -113,8 +113,10 @@ def test_sleep_update_wake_push_in_that_order(policy, hf_engine):
     finally:
         handle.remove()
     assert stats.steps == 2
-    assert [e for e, _ in noted] == ["generate", "sleep", "forward", "wake", "push", "sleep", "forward", "wake", "push",
-                                     "generate"]  # fmt: skip
+    names = [e for e, _ in noted]
+    assert names.count("forward") >= 2  # a step's micro-batch is one forward, or two with a shared prompt
+    squeezed = [n for i, n in enumerate(names) if n != "forward" or names[i - 1] != "forward"]
+    assert squeezed == ["generate", "sleep", "forward", "wake", "push", "sleep", "forward", "wake", "push", "generate"]
     assert_colocated_order(noted)
     assert not hf_engine.asleep and hf_engine.version == stats.versions[-1]
     assert colocation.round_metrics() == {"engine/sleeps": 2}  # no CUDA here: no memory/gpu_update_gib
