@@ -1,12 +1,16 @@
 """One micro-batch of a group's samples, forward and backward, with and without
-`algorithm.share_prompts` (each distinct prompt run once, the answers on its KV cache).
+`algorithm.share_prompts` (each distinct prompt run once, the answers on its KV cache), and
+with and without frozen weights held in bf16 (`unified/trainer/frozen_cast.py`; the other
+arm casts them in every forward, as autocast does by itself).
 
     python bench/shared_prompts.py [--prompt 190] [--responses 60,70,80,90,100,110,130,160] [--repeats 5]
 
 SmolLM2-135M-Instruct, the default tuning (top 4 layers), `model.dtype=auto`, 2 threads:
 the learner's micro-batch (8 samples of one prompt, as a group of 16 splits in two). The two
-paths alternate; figures are medians of this process's CPU seconds after the first pair (read
-it on an idle machine). Writes logs/bench/shared_prompts.json with `ratio` = shared / plain.
+arms alternate; figures are medians of this process's CPU seconds after the first round (read
+it on an idle machine). Writes logs/bench/shared_prompts.json with `ratio` = shared / plain
+(both casting per forward, as before frozen weights were held), `ratio_held` = held / cast
+(both shared) and `ratio_both` = shared and held / plain and cast.
 """
 
 from __future__ import annotations
@@ -27,6 +31,7 @@ sys.path.insert(0, str(REPO))
 from unified.models import smollm2  # noqa: E402
 from unified.trainer.batching import collate  # noqa: E402
 from unified.trainer.distributed import init_distributed, resolve_dtype  # noqa: E402
+from unified.trainer.frozen_cast import release_frozen_weights  # noqa: E402
 from unified.trainer.policy import build_policy, token_logprobs_and_entropy  # noqa: E402
 from unified.trainer.tuning import TuningConfig  # noqa: E402
 from unified.types import Sample  # noqa: E402
@@ -40,8 +45,10 @@ def main() -> int:
     p.add_argument("--output", type=Path, default=REPO / "logs" / "bench" / "shared_prompts.json")
     args = p.parse_args()
     torch.set_num_threads(2)
-    policy = build_policy(str(smollm2.model_dir()), device=init_distributed("cpu").device, dtype="auto",
-                          tuning=TuningConfig(method="top_layers", trainable_layers=4))  # fmt: skip
+    build = lambda: build_policy(str(smollm2.model_dir()), device=init_distributed("cpu").device, dtype="auto",
+                                 tuning=TuningConfig(method="top_layers", trainable_layers=4))  # noqa: E731
+    policies = {"held": build(), "cast": build()}
+    release_frozen_weights(policies["cast"].module)
     gen = torch.Generator().manual_seed(0)
     tokens = lambda n: tuple(torch.randint(10, 4000, (n,), generator=gen).tolist())  # noqa: E731
     prompt = tokens(args.prompt)
@@ -49,7 +56,8 @@ def main() -> int:
     samples = [Sample(prompt, tokens(r), (-1.0,) * r, 0.0, 0, 0) for r in lengths]
     batch = collate(samples, [torch.ones(r) for r in lengths], 0)
 
-    def step(share: bool) -> float:
+    def step(share: bool, frozen: str) -> float:
+        policy = policies[frozen]
         start = time.process_time()
         policy.module.zero_grad()
         with policy.compute():
@@ -58,19 +66,21 @@ def main() -> int:
         (logp * batch.response_mask).sum().backward()
         return time.process_time() - start
 
-    runs: dict[str, list[float]] = {"plain": [], "shared": []}
+    runs: dict[str, list[float]] = {"plain": [], "shared": [], "plain+held": [], "shared+held": []}
     for _ in range(args.repeats):
         for name in runs:
-            runs[name].append(step(name == "shared"))
+            runs[name].append(step(name.startswith("shared"), "held" if name.endswith("held") else "cast"))
     med = {name: statistics.median(v[1:] or v) for name, v in runs.items()}
     through = {"plain": len(lengths) * args.prompt + sum(lengths), "shared": args.prompt + sum(lengths)}
-    result = {"cpu_s": med, "ratio": med["shared"] / med["plain"], "tokens_through_model": through, "runs": runs,
+    result = {"cpu_s": med, "ratio": med["shared"] / med["plain"], "ratio_held": med["shared+held"] / med["shared"],
+              "ratio_both": med["shared+held"] / med["plain"], "tokens_through_model": through, "runs": runs,
               "settings": {"prompt": args.prompt, "responses": lengths, "dtype": resolve_dtype("auto", "cpu"),
                            "threads": torch.get_num_threads(), "cpu": platform.processor() or platform.machine(),
                            "date": time.strftime("%Y-%m-%d %H:%M")}}  # fmt: skip
     args.output.parent.mkdir(parents=True, exist_ok=True)
     args.output.write_text(json.dumps(result, indent=1) + "\n")
-    print(f"plain {med['plain']:.2f} CPU s | shared {med['shared']:.2f} CPU s | ratio {result['ratio']:.3f} | "
+    print(" | ".join(f"{k} {v:.2f} CPU s" for k, v in med.items()) + f" | shared/plain {result['ratio']:.3f} | "
+          f"held/cast {result['ratio_held']:.3f} | both {result['ratio_both']:.3f} | "
           f"tokens through the model {through['plain']} -> {through['shared']} -> {args.output}")  # fmt: skip
     return 0
 

@@ -5,7 +5,9 @@
 (gloo on CPU, NCCL on GPU; `init_distributed` must have run). Parameters stay float32
 (the optimizer's master copy); on GPU the forward runs in bfloat16 through FSDP2's
 mixed-precision policy; on a CPU with bf16 units (`resolve_dtype`) at world size 1 it runs
-under `torch.autocast(bfloat16)` (`Policy.compute()`), elsewhere in float32.
+under `torch.autocast(bfloat16)` (`Policy.compute()`), elsewhere in float32. There, frozen
+linear weights keep a bf16 copy made once (`frozen_cast.py`) instead of autocast's cast in
+every forward; the values are the same.
 
 At world size 1 with float32 compute there is nothing to shard and no precision to cast:
 FSDP2 would only copy every block's parameters into its all-gather buffer and out again
@@ -32,6 +34,7 @@ import torch.distributed as dist
 from torch.distributed.tensor import DTensor
 
 from unified.trainer.distributed import resolve_dtype, world_size
+from unified.trainer.frozen_cast import hold_frozen_weights
 from unified.trainer.tuning import (
     TuningConfig, adapter_tensors, apply_tuning, changing_parameters, lora_scalings, merged_weights, save_adapter,
 )  # fmt: skip
@@ -270,6 +273,8 @@ def build_policy(
         model.train()
     else:
         model.eval().requires_grad_(False)
+    if autocast is not None:  # frozen weights cast once, not in every forward (frozen_cast.py)
+        hold_frozen_weights(model, autocast)
     return Policy(model, device, trainable, scalings, sharded, changing, autocast)
 
 
