@@ -1,7 +1,9 @@
 """One micro-batch of a group's samples, forward and backward, with and without
 `algorithm.share_prompts` (each distinct prompt run once, the answers on its KV cache), and
 with and without frozen weights held in bf16 (`unified/trainer/frozen_cast.py`; the other
-arm casts them in every forward, as autocast does by itself).
+arm casts them in every forward, as autocast does by itself), and with and without the
+log-probs taken from the hidden states (`unified/trainer/vocab.py`: real answer positions
+only, in chunks) instead of the full (B, R, vocab) logits.
 
     python bench/shared_prompts.py [--prompt 190] [--responses 60,70,80,90,100,110,130,160] [--repeats 5]
 
@@ -9,8 +11,9 @@ SmolLM2-135M-Instruct, the default tuning (top 4 layers), `model.dtype=auto`, 2 
 the learner's micro-batch (8 samples of one prompt, as a group of 16 splits in two). The two
 arms alternate; figures are medians of this process's CPU seconds after the first round (read
 it on an idle machine). Writes logs/bench/shared_prompts.json with `ratio` = shared / plain
-(both casting per forward, as before frozen weights were held), `ratio_held` = held / cast
-(both shared) and `ratio_both` = shared and held / plain and cast.
+(both casting per forward, full logits), `ratio_held` = held / cast (both shared, full
+logits), `ratio_hidden` = from the hidden states / full logits (both shared and held) and
+`ratio_all` = all three / none.
 """
 
 from __future__ import annotations
@@ -56,31 +59,34 @@ def main() -> int:
     samples = [Sample(prompt, tokens(r), (-1.0,) * r, 0.0, 0, 0) for r in lengths]
     batch = collate(samples, [torch.ones(r) for r in lengths], 0)
 
-    def step(share: bool, frozen: str) -> float:
+    def step(share: bool, frozen: str, hidden: bool) -> float:
         policy = policies[frozen]
         start = time.process_time()
         policy.module.zero_grad()
         with policy.compute():
             logp, _ = token_logprobs_and_entropy(policy.module, batch.input_ids, batch.attention_mask, batch.response_mask,
-                                                 share_prompts=share, entropy_grad=False)  # fmt: skip
+                                                 share_prompts=share, entropy_grad=False, from_hidden=hidden)  # fmt: skip
         (logp * batch.response_mask).sum().backward()
         return time.process_time() - start
 
-    runs: dict[str, list[float]] = {"plain": [], "shared": [], "plain+held": [], "shared+held": []}
+    arms = {"plain": (False, "cast", False), "shared": (True, "cast", False), "shared+held": (True, "held", False),
+            "shared+held+hidden": (True, "held", True)}  # fmt: skip
+    runs: dict[str, list[float]] = {name: [] for name in arms}
     for _ in range(args.repeats):
-        for name in runs:
-            runs[name].append(step(name.startswith("shared"), "held" if name.endswith("held") else "cast"))
+        for name, arm in arms.items():
+            runs[name].append(step(*arm))
     med = {name: statistics.median(v[1:] or v) for name, v in runs.items()}
     through = {"plain": len(lengths) * args.prompt + sum(lengths), "shared": args.prompt + sum(lengths)}
     result = {"cpu_s": med, "ratio": med["shared"] / med["plain"], "ratio_held": med["shared+held"] / med["shared"],
-              "ratio_both": med["shared+held"] / med["plain"], "tokens_through_model": through, "runs": runs,
+              "ratio_hidden": med["shared+held+hidden"] / med["shared+held"], "ratio_all": med["shared+held+hidden"] / med["plain"],
+              "tokens_through_model": through, "runs": runs,
               "settings": {"prompt": args.prompt, "responses": lengths, "dtype": resolve_dtype("auto", "cpu"),
                            "threads": torch.get_num_threads(), "cpu": platform.processor() or platform.machine(),
                            "date": time.strftime("%Y-%m-%d %H:%M")}}  # fmt: skip
     args.output.parent.mkdir(parents=True, exist_ok=True)
     args.output.write_text(json.dumps(result, indent=1) + "\n")
     print(" | ".join(f"{k} {v:.2f} CPU s" for k, v in med.items()) + f" | shared/plain {result['ratio']:.3f} | "
-          f"held/cast {result['ratio_held']:.3f} | both {result['ratio_both']:.3f} | "
+          f"held/cast {result['ratio_held']:.3f} | hidden/logits {result['ratio_hidden']:.3f} | all {result['ratio_all']:.3f} | "
           f"tokens through the model {through['plain']} -> {through['shared']} -> {args.output}")  # fmt: skip
     return 0
 

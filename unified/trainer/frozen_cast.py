@@ -53,14 +53,21 @@ def _same(a: tuple, b: tuple) -> bool:
     return a[0] is b[0] and a[1] == b[1]
 
 
+def held_weights(module: torch.nn.Module, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor | None] | None:
+    """The module's (weight, bias) copy in `dtype`, remade if the float32 tensors changed;
+    None when the module holds none in that dtype."""
+    if module.__dict__.get("_held_dtype") != dtype:
+        return None
+    stamps = (_stamp(module.weight), _stamp(module.bias))
+    if module._held is None or not all(map(_same, module._held[0], stamps)):
+        with torch.no_grad():
+            bias = None if module.bias is None else module.bias.to(dtype)
+            module._held = (stamps, module.weight.to(dtype), bias)
+    return module._held[1], module._held[2]
+
+
 def _held_forward(self: torch.nn.Linear, x: torch.Tensor) -> torch.Tensor:
     device = x.device.type
     if not (torch.is_autocast_enabled(device) and torch.get_autocast_dtype(device) == self._held_dtype):
         return torch.nn.Linear.forward(self, x)
-    stamps = (_stamp(self.weight), _stamp(self.bias))
-    if self._held is None or not all(map(_same, self._held[0], stamps)):
-        with torch.no_grad():
-            bias = None if self.bias is None else self.bias.to(self._held_dtype)
-            self._held = (stamps, self.weight.to(self._held_dtype), bias)
-    _, weight, bias = self._held
-    return F.linear(x, weight, bias)
+    return F.linear(x, *held_weights(self, self._held_dtype))

@@ -35,6 +35,7 @@ from torch.distributed.tensor import DTensor
 
 from unified.trainer.distributed import resolve_dtype, world_size
 from unified.trainer.frozen_cast import hold_frozen_weights
+from unified.trainer.vocab import target_logprobs
 from unified.trainer.tuning import (
     TuningConfig, adapter_tensors, apply_tuning, changing_parameters, lora_scalings, merged_weights, save_adapter,
 )  # fmt: skip
@@ -49,6 +50,7 @@ def token_logprobs_and_entropy(
     with_entropy: bool = True,
     entropy_grad: bool = True,
     share_prompts: bool = False,
+    from_hidden: bool = True,
 ) -> tuple[torch.Tensor, torch.Tensor | None]:
     """Log-prob of each response token and the entropy of its distribution, both (B, R).
 
@@ -60,6 +62,9 @@ def token_logprobs_and_entropy(
     `entropy_grad=False` computes the entropy as a metric only (no graph through it).
     `share_prompts`: rows with the same prompt (a group's samples) run it once
     (`_shared_prompt_logits`); the same values, fewer tokens through the model.
+    `from_hidden` (where the output projection is a plain, unsharded `nn.Linear`): project
+    only the real answer positions, in chunks (`vocab.py`), never the full (B, R, vocab)
+    logits; the same values to the compute dtype's rounding.
 
     One `log_softmax` serves both: the log-probs gather from it, and the entropy
     -sum(p * log p) reads it back in row chunks that stay in cache. verl's
@@ -71,6 +76,14 @@ def token_logprobs_and_entropy(
     # one rank only: the shared path's number of forwards depends on the batch, and FSDP2's
     # collectives need every rank to make the same calls (two ranks would wait on each other)
     shared = share_prompts and world_size() == 1 and not getattr(model, "is_gradient_checkpointing", False)
+    head = model.get_output_embeddings()
+    if from_hidden and type(head) is torch.nn.Linear and not isinstance(head.weight, DTensor):
+        # unsharded plain projection: the sampled tokens' log-probs from the hidden states (vocab.py)
+        hidden = (_shared_prompt_hidden if shared else _hidden)(model, input_ids, attention_mask, r)
+        mask = response_mask.bool()
+        logp, entropy = target_logprobs(hidden[mask], head, input_ids[:, -r:][mask], temperature)
+        full = lambda x: torch.zeros(mask.shape, dtype=x.dtype, device=x.device).masked_scatter(mask, x)  # noqa: E731
+        return full(logp), (full(entropy if entropy_grad else entropy.detach()) if with_entropy else None)
     logits = (_shared_prompt_logits if shared else _logits)(model, input_ids, attention_mask, r)
     if temperature > 0 and temperature != 1.0:
         logits = logits / temperature
@@ -89,6 +102,31 @@ def _logits(model, input_ids: torch.Tensor, attention_mask: torch.Tensor, r: int
     out = model(input_ids=input_ids, attention_mask=attention_mask, position_ids=_positions(attention_mask),
                 logits_to_keep=r + 1, use_cache=False)  # fmt: skip
     return out.logits[:, :-1].float()
+
+
+def _hidden(model, input_ids: torch.Tensor, attention_mask: torch.Tensor, r: int) -> torch.Tensor:
+    """(B, R, D) last hidden states (after the final norm) at the R positions predicting the
+    response tokens: `_logits` before the output projection."""
+    out = model(input_ids=input_ids, attention_mask=attention_mask, position_ids=_positions(attention_mask),
+                logits_to_keep=1, use_cache=False, output_hidden_states=True)  # fmt: skip
+    return out.hidden_states[-1][:, -r - 1 : -1]
+
+
+def _shared_prompt_hidden(model, input_ids: torch.Tensor, attention_mask: torch.Tensor, r: int) -> torch.Tensor:
+    """`_hidden`'s values with each distinct prompt run once (as `_shared_prompt_logits`)."""
+    p = input_ids.shape[1] - r
+    prompts = torch.cat([input_ids[:, :p], attention_mask[:, :p].to(input_ids.dtype)], dim=1)
+    unique, row_of = torch.unique(prompts, dim=0, return_inverse=True)
+    if unique.shape[0] == input_ids.shape[0] or p == 0:
+        return _hidden(model, input_ids, attention_mask, r)
+    ids, mask = unique[:, :p], unique[:, p:].to(attention_mask.dtype)
+    head = model(input_ids=ids, attention_mask=mask, position_ids=_positions(mask), logits_to_keep=1, use_cache=True,
+                 output_hidden_states=True)  # fmt: skip
+    cache = head.past_key_values
+    cache.batch_select_indices(row_of)
+    tail = model(input_ids=input_ids[:, p:], attention_mask=attention_mask, position_ids=_positions(attention_mask)[:, p:],
+                 past_key_values=cache, logits_to_keep=1, use_cache=True, output_hidden_states=True)  # fmt: skip
+    return torch.cat([head.hidden_states[-1][row_of, -1:], tail.hidden_states[-1][:, :-1]], dim=1)
 
 
 def _shared_prompt_logits(model, input_ids: torch.Tensor, attention_mask: torch.Tensor, r: int) -> torch.Tensor:
