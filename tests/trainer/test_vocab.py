@@ -88,7 +88,7 @@ def test_policy_logprobs_through_hidden_states_equal_the_full_forwards(method, d
 
     def reference():
         r = batch.response_mask.shape[1]
-        logits = policy_mod._logits(policy.module, batch.input_ids, batch.attention_mask, r) / 0.8
+        logits = policy_mod._answer_states(policy.module, batch.input_ids, batch.attention_mask, r, False, hidden=False) / 0.8
         return torch.log_softmax(logits, -1).gather(-1, batch.input_ids[:, -r:, None]).squeeze(-1)
 
     fused, g_fused = grads_of(lambda: token_logprobs_and_entropy(policy.module, batch.input_ids, batch.attention_mask,

@@ -135,7 +135,7 @@ class AlgorithmConfig:
     mini_batch_size: Optional[int] = None  # per-rank samples per optimizer step; None: the product below
     micro_batch_size: int = 8  # samples per forward/backward
     accum_steps: int = 2  # micro-batches per gradient contribution
-    share_prompts: bool = True  # a micro-batch's rows with one prompt run it once (policy._shared_prompt_logits; world size 1 only)
+    share_prompts: bool = True  # a micro-batch's rows with one prompt run it once (policy._answer_states; world size 1 only)
     update_steps: int = 2  # contributions per optimizer step (version bump + push)
     max_staleness: int = 16  # drop samples generated more than this many versions ago (phase 1's reused groups age through a round)
     keep_last_versions: int = 0  # weight snapshots kept on disk

@@ -35,10 +35,10 @@ from torch.distributed.tensor import DTensor
 
 from unified.trainer.distributed import resolve_dtype, world_size
 from unified.trainer.frozen_cast import hold_frozen_weights
-from unified.trainer.vocab import target_logprobs
 from unified.trainer.tuning import (
     TuningConfig, adapter_tensors, apply_tuning, changing_parameters, lora_scalings, merged_weights, save_adapter,
 )  # fmt: skip
+from unified.trainer.vocab import target_logprobs
 
 
 def token_logprobs_and_entropy(
@@ -61,7 +61,7 @@ def token_logprobs_and_entropy(
     log-probs (exact for top_p=1). Padded positions hold garbage; mask them.
     `entropy_grad=False` computes the entropy as a metric only (no graph through it).
     `share_prompts`: rows with the same prompt (a group's samples) run it once
-    (`_shared_prompt_logits`); the same values, fewer tokens through the model.
+    (`_answer_states`); the same values, fewer tokens through the model.
     `from_hidden` (where the output projection is a plain, unsharded `nn.Linear`): project
     only the real answer positions, in chunks (`vocab.py`), never the full (B, R, vocab)
     logits; the same values to the compute dtype's rounding.
@@ -79,12 +79,12 @@ def token_logprobs_and_entropy(
     head = model.get_output_embeddings()
     if from_hidden and type(head) is torch.nn.Linear and not isinstance(head.weight, DTensor):
         # unsharded plain projection: the sampled tokens' log-probs from the hidden states (vocab.py)
-        hidden = (_shared_prompt_hidden if shared else _hidden)(model, input_ids, attention_mask, r)
+        hidden = _answer_states(model, input_ids, attention_mask, r, shared, hidden=True)
         mask = response_mask.bool()
         logp, entropy = target_logprobs(hidden[mask], head, input_ids[:, -r:][mask], temperature)
         full = lambda x: torch.zeros(mask.shape, dtype=x.dtype, device=x.device).masked_scatter(mask, x)  # noqa: E731
         return full(logp), (full(entropy if entropy_grad else entropy.detach()) if with_entropy else None)
-    logits = (_shared_prompt_logits if shared else _logits)(model, input_ids, attention_mask, r)
+    logits = _answer_states(model, input_ids, attention_mask, r, shared, hidden=False)
     if temperature > 0 and temperature != 1.0:
         logits = logits / temperature
     log_p = torch.log_softmax(logits, dim=-1)
@@ -97,56 +97,38 @@ def _positions(attention_mask: torch.Tensor) -> torch.Tensor:
     return (attention_mask.long().cumsum(-1) - 1).clamp(min=0)
 
 
-def _logits(model, input_ids: torch.Tensor, attention_mask: torch.Tensor, r: int) -> torch.Tensor:
-    """(B, R, vocab) float logits predicting the R response tokens: one forward of every row."""
-    out = model(input_ids=input_ids, attention_mask=attention_mask, position_ids=_positions(attention_mask),
-                logits_to_keep=r + 1, use_cache=False)  # fmt: skip
-    return out.logits[:, :-1].float()
+def _answer_states(model, input_ids: torch.Tensor, attention_mask: torch.Tensor, r: int, share: bool,
+                   hidden: bool) -> torch.Tensor:  # fmt: skip
+    """(B, R, X) at the R positions predicting the response tokens: float logits (X = vocab),
+    or with `hidden` the last hidden states after the final norm (X = width), the output
+    projection left to the caller.
 
-
-def _hidden(model, input_ids: torch.Tensor, attention_mask: torch.Tensor, r: int) -> torch.Tensor:
-    """(B, R, D) last hidden states (after the final norm) at the R positions predicting the
-    response tokens: `_logits` before the output projection."""
-    out = model(input_ids=input_ids, attention_mask=attention_mask, position_ids=_positions(attention_mask),
-                logits_to_keep=1, use_cache=False, output_hidden_states=True)  # fmt: skip
-    return out.hidden_states[-1][:, -r - 1 : -1]
-
-
-def _shared_prompt_hidden(model, input_ids: torch.Tensor, attention_mask: torch.Tensor, r: int) -> torch.Tensor:
-    """`_hidden`'s values with each distinct prompt run once (as `_shared_prompt_logits`)."""
+    `share`: each distinct prompt runs once. The prompts' forward fills a KV cache (kept in
+    the graph, so gradients reach the prompt positions of trainable layers as in the full
+    forward), each row takes its prompt's cache, and the responses run on it. A group of 16
+    samples of a ~190-token prompt and ~100-token answers puts ~1,800 tokens through the
+    model instead of ~4,600. Rows that share nothing: the plain forward."""
+    keep = 1 if hidden else r + 1  # hidden states come for every position; logits only where kept
+    read = (lambda out: out.hidden_states[-1]) if hidden else (lambda out: out.logits)  # noqa: E731
     p = input_ids.shape[1] - r
-    prompts = torch.cat([input_ids[:, :p], attention_mask[:, :p].to(input_ids.dtype)], dim=1)
-    unique, row_of = torch.unique(prompts, dim=0, return_inverse=True)
-    if unique.shape[0] == input_ids.shape[0] or p == 0:
-        return _hidden(model, input_ids, attention_mask, r)
+    if share and p > 0:
+        prompts = torch.cat([input_ids[:, :p], attention_mask[:, :p].to(input_ids.dtype)], dim=1)
+        unique, row_of = torch.unique(prompts, dim=0, return_inverse=True)
+        share = unique.shape[0] < input_ids.shape[0]
+    if not (share and p > 0):
+        out = model(input_ids=input_ids, attention_mask=attention_mask, position_ids=_positions(attention_mask),
+                    logits_to_keep=keep, use_cache=False, output_hidden_states=hidden)  # fmt: skip
+        states = read(out)[:, -r - 1 : -1]
+        return states if hidden else states.float()
     ids, mask = unique[:, :p], unique[:, p:].to(attention_mask.dtype)
     head = model(input_ids=ids, attention_mask=mask, position_ids=_positions(mask), logits_to_keep=1, use_cache=True,
-                 output_hidden_states=True)  # fmt: skip
-    cache = head.past_key_values
-    cache.batch_select_indices(row_of)
-    tail = model(input_ids=input_ids[:, p:], attention_mask=attention_mask, position_ids=_positions(attention_mask)[:, p:],
-                 past_key_values=cache, logits_to_keep=1, use_cache=True, output_hidden_states=True)  # fmt: skip
-    return torch.cat([head.hidden_states[-1][row_of, -1:], tail.hidden_states[-1][:, :-1]], dim=1)
-
-
-def _shared_prompt_logits(model, input_ids: torch.Tensor, attention_mask: torch.Tensor, r: int) -> torch.Tensor:
-    """`_logits`' values with each distinct prompt run once: the prompts' forward fills a KV
-    cache (kept in the graph, so gradients reach the prompt positions of trainable layers as
-    in the full forward), each row takes its prompt's cache, and the responses run on it. A
-    group of 16 samples of a ~190-token prompt and ~100-token answers puts ~1,800 tokens
-    through the model instead of ~4,600. Rows that share nothing: the plain forward."""
-    p = input_ids.shape[1] - r
-    prompts = torch.cat([input_ids[:, :p], attention_mask[:, :p].to(input_ids.dtype)], dim=1)
-    unique, row_of = torch.unique(prompts, dim=0, return_inverse=True)
-    if unique.shape[0] == input_ids.shape[0] or p == 0:
-        return _logits(model, input_ids, attention_mask, r)
-    ids, mask = unique[:, :p], unique[:, p:].to(attention_mask.dtype)
-    head = model(input_ids=ids, attention_mask=mask, position_ids=_positions(mask), logits_to_keep=1, use_cache=True)
+                 output_hidden_states=hidden)  # fmt: skip
     cache = head.past_key_values
     cache.batch_select_indices(row_of)  # each row its prompt's keys and values (a gather: gradients sum back)
     tail = model(input_ids=input_ids[:, p:], attention_mask=attention_mask, position_ids=_positions(attention_mask)[:, p:],
-                 past_key_values=cache, logits_to_keep=r, use_cache=True)  # fmt: skip
-    return torch.cat([head.logits[row_of], tail.logits[:, :-1]], dim=1).float()
+                 past_key_values=cache, logits_to_keep=1 if hidden else r, use_cache=True, output_hidden_states=hidden)  # fmt: skip
+    states = torch.cat([read(head)[row_of, -1:], read(tail)[:, :-1]], dim=1)
+    return states if hidden else states.float()
 
 
 def _entropy(log_p: torch.Tensor, grad: bool) -> torch.Tensor:
