@@ -136,6 +136,7 @@ class AlgorithmConfig:
     micro_batch_size: int = 8  # samples per forward/backward
     accum_steps: int = 2  # micro-batches per gradient contribution
     share_prompts: bool = True  # a micro-batch's rows with one prompt run it once (policy._answer_states; world size 1 only)
+    logprobs_from_hidden: bool = True  # project only real answer positions, in place (trainer/vocab.py); false: full logits
     update_steps: int = 2  # contributions per optimizer step (version bump + push)
     max_staleness: int = 16  # drop samples generated more than this many versions ago (phase 1's reused groups age through a round)
     keep_last_versions: int = 0  # weight snapshots kept on disk

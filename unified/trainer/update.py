@@ -121,7 +121,8 @@ def recompute_constrained(pairs: list, policy: Policy, cfg: AlgorithmConfig, tem
             mb = batch.to(policy.device)
             with policy.compute():
                 logp, _ = token_logprobs_and_entropy(policy.module, mb.input_ids, mb.attention_mask, mb.response_mask,
-                                                     temperature, with_entropy=False, share_prompts=cfg.share_prompts)  # fmt: skip
+                                                     temperature, with_entropy=False, share_prompts=cfg.share_prompts,
+                                                     from_hidden=cfg.logprobs_from_hidden)  # fmt: skip
             logp = logp.float().cpu()
             for row in range(batch.size if batch.versions else 0):
                 i = next(rows)
@@ -216,14 +217,14 @@ def _micro_batch_loss(batch: MicroBatch, norm, policy: Policy, cfg: AlgorithmCon
     with policy.compute():
         logp, entropy = token_logprobs_and_entropy(
             policy.module, mb.input_ids, mb.attention_mask, mb.response_mask, temperature,
-            entropy_grad=cfg.entropy_coeff != 0, share_prompts=cfg.share_prompts,
+            entropy_grad=cfg.entropy_coeff != 0, share_prompts=cfg.share_prompts, from_hidden=cfg.logprobs_from_hidden,
         )
     ref = None
     if cfg.use_kl_loss:
         with torch.no_grad(), ref_policy.compute():
             ref, _ = token_logprobs_and_entropy(
                 ref_policy.module, mb.input_ids, mb.attention_mask, mb.response_mask, temperature, with_entropy=False,
-                share_prompts=cfg.share_prompts,
+                share_prompts=cfg.share_prompts, from_hidden=cfg.logprobs_from_hidden,
             )
     loss, metrics = ppo_loss(
         logp, mb.old_log_probs, mb.advantages, mb.response_mask, cfg,
