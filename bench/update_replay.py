@@ -82,7 +82,10 @@ def run_arm(name: str, samples: list[Sample], pad_token_id: int) -> dict:
                           tuning=TuningConfig(method="top_layers", trainable_layers=4))  # fmt: skip
     if not arm["hold_frozen"]:
         release_frozen_weights(policy.module)
-    cfg = replace(AlgorithmConfig(), share_prompts=arm["share_prompts"], logprobs_from_hidden=arm["logprobs_from_hidden"])
+    # every answer counts as fresh: in the round, phase 5 generated each chunk at the version then current,
+    # and none was dropped as stale; here all carry version 0, and the default staleness bound would drop some
+    cfg = replace(AlgorithmConfig(), share_prompts=arm["share_prompts"], logprobs_from_hidden=arm["logprobs_from_hidden"],
+                  max_staleness=1 << 30)  # fmt: skip
     aggregator = build_aggregator(cfg, policy)
     wall, cpu = time.perf_counter(), time.process_time()
     stats = train_on_samples(samples, aggregator, cfg, engine=None, temperature=0.8, pad_token_id=pad_token_id)
