@@ -100,3 +100,16 @@ def test_policy_logprobs_through_hidden_states_equal_the_full_forwards(method, d
     for name in g_plain:
         scale = g_plain[name].abs().max().clamp(min=1e-6)
         assert (g_fused[name] - g_plain[name]).abs().max() / scale < (1e-4 if dtype == "float32" else 3e-2), name
+
+
+def test_without_entropy_the_log_probs_and_gradient_are_the_same():
+    gen = torch.Generator().manual_seed(5)
+    head = torch.nn.Linear(16, 120)
+    h, targets = torch.randn(9, 16, generator=gen), torch.randint(0, 120, (9,), generator=gen)
+    g = torch.randn(9, generator=gen)
+    full = _run(vocab.target_logprobs, h, head, targets, 0.9, g, torch.zeros(9))
+    lean = _run(lambda *a: (vocab.target_logprobs(*a, with_entropy=False)[0], torch.zeros(9)), h, head, targets, 0.9, g,
+                torch.zeros(9))  # fmt: skip
+    assert vocab.target_logprobs(h, head, targets, with_entropy=False)[1] is None
+    for a, b in zip(full[:1] + full[2:], lean[:1] + lean[2:]):
+        assert torch.equal(a, b)

@@ -81,7 +81,7 @@ def token_logprobs_and_entropy(
         # unsharded plain projection: the sampled tokens' log-probs from the hidden states (vocab.py)
         hidden = _answer_states(model, input_ids, attention_mask, r, shared, hidden=True)
         mask = response_mask.bool()
-        logp, entropy = target_logprobs(hidden[mask], head, input_ids[:, -r:][mask], temperature)
+        logp, entropy = target_logprobs(hidden[mask], head, input_ids[:, -r:][mask], temperature, with_entropy)
         full = lambda x: torch.zeros(mask.shape, dtype=x.dtype, device=x.device).masked_scatter(mask, x)  # noqa: E731
         return full(logp), (full(entropy if entropy_grad else entropy.detach()) if with_entropy else None)
     logits = _answer_states(model, input_ids, attention_mask, r, shared, hidden=False)

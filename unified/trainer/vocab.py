@@ -24,12 +24,14 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
+from unified.trainer.frozen_cast import held_weights
+
 CHUNK_ELEMENTS = 1 << 25  # logits per chunk: 32M floats (128 MB), ~680 rows of a 49k vocabulary: a micro-batch's answers
 
 
 class _TargetLogProbs(torch.autograd.Function):
     @staticmethod
-    def forward(ctx, h, weight, bias, weight_c, bias_c, targets, temperature, rows):
+    def forward(ctx, h, weight, bias, weight_c, bias_c, targets, temperature, rows, with_entropy):
         ctx.set_materialize_grads(False)  # an unused output (the entropy, as a metric) gets no work
         lp, ent, lse = [], [], []
         with torch.no_grad():
@@ -38,7 +40,7 @@ class _TargetLogProbs(torch.autograd.Function):
                 lse_c = torch.logsumexp(log_p, dim=-1)
                 log_p.sub_(lse_c[:, None])
                 lp.append(log_p.gather(-1, tc[:, None]).squeeze(-1))
-                ent.append(-torch.linalg.vecdot(log_p.exp(), log_p))
+                ent.append(-torch.linalg.vecdot(log_p.exp(), log_p) if with_entropy else torch.zeros_like(lse_c))
                 lse.append(lse_c)
         lp, ent, lse = torch.cat(lp), torch.cat(ent), torch.cat(lse)
         ctx.save_for_backward(h, weight_c, bias_c, targets, lse, ent)
@@ -71,7 +73,7 @@ class _TargetLogProbs(torch.autograd.Function):
                 grad_w += (dz.T @ hc.to(weight_c.dtype)).float()
             if grad_b is not None:
                 grad_b += dz.float().sum(0)
-        return grad_h, grad_w, grad_b, None, None, None, None, None
+        return grad_h, grad_w, grad_b, None, None, None, None, None, None
 
 
 def _logits(h: torch.Tensor, weight_c: torch.Tensor, bias_c: torch.Tensor | None, temperature: float) -> torch.Tensor:
@@ -79,22 +81,23 @@ def _logits(h: torch.Tensor, weight_c: torch.Tensor, bias_c: torch.Tensor | None
     return z.div_(temperature) if temperature != 1.0 else z
 
 
-def target_logprobs(h: torch.Tensor, head: torch.nn.Linear, targets: torch.Tensor,
-                    temperature: float = 1.0) -> tuple[torch.Tensor, torch.Tensor]:  # fmt: skip
-    """(N,) log-prob of each `targets` token and (N,) entropy, from (N, D) hidden states and
-    the output projection `head`; both differentiable in `h` (and in `head` if it trains)."""
+def target_logprobs(h: torch.Tensor, head: torch.nn.Linear, targets: torch.Tensor, temperature: float = 1.0,
+                    with_entropy: bool = True) -> tuple[torch.Tensor, torch.Tensor | None]:  # fmt: skip
+    """(N,) log-prob of each `targets` token and (N,) entropy (None without `with_entropy`:
+    one pass over the logits fewer), from (N, D) hidden states and the output projection
+    `head`; both differentiable in `h` (and in `head` if it trains)."""
     device = h.device.type
     dtype = torch.get_autocast_dtype(device) if torch.is_autocast_enabled(device) else h.dtype
     weight_c, bias_c = _weights_in(head, dtype)
     rows = max(1, CHUNK_ELEMENTS // weight_c.shape[0])
     temperature = temperature if temperature > 0 else 1.0
     with torch.autocast(device, enabled=False):
-        return _TargetLogProbs.apply(h, head.weight, head.bias, weight_c, bias_c, targets, float(temperature), rows)
+        logp, entropy = _TargetLogProbs.apply(h, head.weight, head.bias, weight_c, bias_c, targets, float(temperature), rows,
+                                              with_entropy)  # fmt: skip
+    return logp, entropy if with_entropy else None
 
 
 def _weights_in(head: torch.nn.Linear, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor | None]:
-    from unified.trainer.frozen_cast import held_weights
-
     held = held_weights(head, dtype)
     if held is not None:
         return held
