@@ -13,8 +13,10 @@ CPU seconds. Arms:
 - `before`: the full forward of every row, autocast casting frozen weights in every
   forward, the (B, R, vocab) logits (`algorithm.share_prompts=false
   algorithm.logprobs_from_hidden=false`, frozen weights released);
-- `now`: the defaults (shared prompts, frozen weights held in bf16, log-probs from the
-  hidden states).
+- `levers3`: shared prompts, frozen weights held in bf16, log-probs from the hidden states,
+  without `algorithm.reuse_frozen_prefix`;
+- `now`: the defaults (all four: the recomputed answers train from their frozen blocks' kept
+  output).
 Writes logs/bench/update_replay.json with `ratio` = now / before. Read it on an idle
 machine: a vLLM process beside it skews it several-fold.
 """
@@ -47,8 +49,9 @@ from unified.types import Sample  # noqa: E402
 
 SELF_PLAY = ("induction", "deduction", "abduction")  # decoded in answer shapes by default
 ARMS = {
-    "before": {"share_prompts": False, "logprobs_from_hidden": False, "hold_frozen": False},
-    "now": {"share_prompts": True, "logprobs_from_hidden": True, "hold_frozen": True},
+    "before": {"share_prompts": False, "logprobs_from_hidden": False, "hold_frozen": False, "reuse_frozen_prefix": False},
+    "levers3": {"share_prompts": True, "logprobs_from_hidden": True, "hold_frozen": True, "reuse_frozen_prefix": False},
+    "now": {"share_prompts": True, "logprobs_from_hidden": True, "hold_frozen": True, "reuse_frozen_prefix": True},
 }
 
 
@@ -85,7 +88,7 @@ def run_arm(name: str, samples: list[Sample], pad_token_id: int) -> dict:
     # every answer counts as fresh: in the round, phase 5 generated each chunk at the version then current,
     # and none was dropped as stale; here all carry version 0, and the default staleness bound would drop some
     cfg = replace(AlgorithmConfig(), share_prompts=arm["share_prompts"], logprobs_from_hidden=arm["logprobs_from_hidden"],
-                  max_staleness=1 << 30)  # fmt: skip
+                  reuse_frozen_prefix=arm["reuse_frozen_prefix"], max_staleness=1 << 30)  # fmt: skip
     aggregator = build_aggregator(cfg, policy)
     wall, cpu = time.perf_counter(), time.process_time()
     stats = train_on_samples(samples, aggregator, cfg, engine=None, temperature=0.8, pad_token_id=pad_token_id)

@@ -137,6 +137,7 @@ class AlgorithmConfig:
     accum_steps: int = 2  # micro-batches per gradient contribution
     share_prompts: bool = True  # a micro-batch's rows with one prompt run it once (policy._answer_states; world size 1 only)
     logprobs_from_hidden: bool = True  # project only real answer positions, in place (trainer/vocab.py); false: full logits
+    reuse_frozen_prefix: bool = True  # top_layers: a recomputed answer trains from its frozen blocks' kept output (trainer/frozen_prefix.py)
     update_steps: int = 2  # contributions per optimizer step (version bump + push)
     max_staleness: int = 16  # drop samples generated more than this many versions ago (phase 1's reused groups age through a round)
     keep_last_versions: int = 0  # weight snapshots kept on disk

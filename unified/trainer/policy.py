@@ -35,6 +35,7 @@ from torch.distributed.tensor import DTensor
 
 from unified.trainer.distributed import resolve_dtype, world_size
 from unified.trainer.frozen_cast import hold_frozen_weights
+from unified.trainer.frozen_prefix import PrefixCache, top_blocks
 from unified.trainer.tuning import (
     TuningConfig, adapter_tensors, apply_tuning, changing_parameters, lora_scalings, merged_weights, save_adapter,
 )  # fmt: skip
@@ -51,6 +52,7 @@ def token_logprobs_and_entropy(
     entropy_grad: bool = True,
     share_prompts: bool = False,
     from_hidden: bool = True,
+    prefix: PrefixCache | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor | None]:
     """Log-prob of each response token and the entropy of its distribution, both (B, R).
 
@@ -65,6 +67,7 @@ def token_logprobs_and_entropy(
     `from_hidden` (where the output projection is a plain, unsharded `nn.Linear`): project
     only the real answer positions, in chunks (`vocab.py`), never the full (B, R, vocab)
     logits; the same values to the compute dtype's rounding.
+    `prefix` (frozen_prefix.py): rows it holds start at its block; others fill it.
 
     One `log_softmax` serves both: the log-probs gather from it, and the entropy
     -sum(p * log p) reads it back in row chunks that stay in cache. verl's
@@ -79,12 +82,12 @@ def token_logprobs_and_entropy(
     head = model.get_output_embeddings()
     if from_hidden and type(head) is torch.nn.Linear and not isinstance(head.weight, DTensor):
         # unsharded plain projection: the sampled tokens' log-probs from the hidden states (vocab.py)
-        hidden = _answer_states(model, input_ids, attention_mask, r, shared, hidden=True)
+        hidden = _answer_states(model, input_ids, attention_mask, r, shared, hidden=True, prefix=prefix)
         mask = response_mask.bool()
         logp, entropy = target_logprobs(hidden[mask], head, input_ids[:, -r:][mask], temperature, with_entropy)
         full = lambda x: torch.zeros(mask.shape, dtype=x.dtype, device=x.device).masked_scatter(mask, x)  # noqa: E731
         return full(logp), (full(entropy if entropy_grad else entropy.detach()) if with_entropy else None)
-    logits = _answer_states(model, input_ids, attention_mask, r, shared, hidden=False)
+    logits = _answer_states(model, input_ids, attention_mask, r, shared, hidden=False, prefix=prefix)
     if temperature > 0 and temperature != 1.0:
         logits = logits / temperature
     log_p = torch.log_softmax(logits, dim=-1)
@@ -97,8 +100,8 @@ def _positions(attention_mask: torch.Tensor) -> torch.Tensor:
     return (attention_mask.long().cumsum(-1) - 1).clamp(min=0)
 
 
-def _answer_states(model, input_ids: torch.Tensor, attention_mask: torch.Tensor, r: int, share: bool,
-                   hidden: bool) -> torch.Tensor:  # fmt: skip
+def _answer_states(model, input_ids: torch.Tensor, attention_mask: torch.Tensor, r: int, share: bool, hidden: bool,
+                   prefix: PrefixCache | None = None) -> torch.Tensor:  # fmt: skip
     """(B, R, X) at the R positions predicting the response tokens: float logits (X = vocab),
     or with `hidden` the last hidden states after the final norm (X = width), the output
     projection left to the caller.
@@ -107,26 +110,54 @@ def _answer_states(model, input_ids: torch.Tensor, attention_mask: torch.Tensor,
     the graph, so gradients reach the prompt positions of trainable layers as in the full
     forward), each row takes its prompt's cache, and the responses run on it. A group of 16
     samples of a ~190-token prompt and ~100-token answers puts ~1,800 tokens through the
-    model instead of ~4,600. Rows that share nothing: the plain forward."""
+    model instead of ~4,600. Rows that share nothing: the plain forward.
+
+    `prefix` (frozen_prefix.py): when it holds every row, only the blocks from `prefix.start`
+    run, from the held states; otherwise the whole model runs and, if it is recording, the
+    rows' states entering that block go into it."""
+    embeds = prefix.lookup(input_ids, attention_mask) if prefix is not None else None
+    if embeds is None:
+        record = prefix if prefix is not None and prefix.recording else None
+        return _forward(model, input_ids, attention_mask, r, share, hidden, None, record)
+    with top_blocks(model, prefix.start):
+        return _forward(model, input_ids, attention_mask, r, share, hidden, embeds, None)
+
+
+def _forward(model, input_ids, attention_mask, r: int, share: bool, hidden: bool, embeds: torch.Tensor | None,
+             record: PrefixCache | None) -> torch.Tensor:  # fmt: skip
+    """`_answer_states`' forward, from token ids or (`embeds`) from states entering the first
+    block that runs; `record`: the states entering `record.start` go into it."""
+    collect = hidden or record is not None
     keep = 1 if hidden else r + 1  # hidden states come for every position; logits only where kept
     read = (lambda out: out.hidden_states[-1]) if hidden else (lambda out: out.logits)  # noqa: E731
+    fed = lambda rows, cols: (  # noqa: E731
+        {"input_ids": input_ids[rows, cols]} if embeds is None else {"inputs_embeds": embeds[rows, cols]})
+    everything = slice(None)
     p = input_ids.shape[1] - r
     if share and p > 0:
         prompts = torch.cat([input_ids[:, :p], attention_mask[:, :p].to(input_ids.dtype)], dim=1)
         unique, row_of = torch.unique(prompts, dim=0, return_inverse=True)
         share = unique.shape[0] < input_ids.shape[0]
     if not (share and p > 0):
-        out = model(input_ids=input_ids, attention_mask=attention_mask, position_ids=_positions(attention_mask),
-                    logits_to_keep=keep, use_cache=False, output_hidden_states=hidden)  # fmt: skip
+        out = model(**fed(everything, everything), attention_mask=attention_mask, position_ids=_positions(attention_mask),
+                    logits_to_keep=keep, use_cache=False, output_hidden_states=collect)  # fmt: skip
+        if record is not None:
+            record.record(input_ids, attention_mask, out.hidden_states[record.start])
         states = read(out)[:, -r - 1 : -1]
         return states if hidden else states.float()
-    ids, mask = unique[:, :p], unique[:, p:].to(attention_mask.dtype)
-    head = model(input_ids=ids, attention_mask=mask, position_ids=_positions(mask), logits_to_keep=1, use_cache=True,
-                 output_hidden_states=hidden)  # fmt: skip
+    first = torch.empty(unique.shape[0], dtype=torch.long, device=row_of.device).scatter_(
+        0, row_of, torch.arange(input_ids.shape[0], device=row_of.device))  # a row of each distinct prompt
+    mask = attention_mask[first, :p]
+    head = model(**fed(first, slice(None, p)), attention_mask=mask, position_ids=_positions(mask), logits_to_keep=1,
+                 use_cache=True, output_hidden_states=collect)  # fmt: skip
     cache = head.past_key_values
     cache.batch_select_indices(row_of)  # each row its prompt's keys and values (a gather: gradients sum back)
-    tail = model(input_ids=input_ids[:, p:], attention_mask=attention_mask, position_ids=_positions(attention_mask)[:, p:],
-                 past_key_values=cache, logits_to_keep=1 if hidden else r, use_cache=True, output_hidden_states=hidden)  # fmt: skip
+    tail = model(**fed(everything, slice(p, None)), attention_mask=attention_mask,
+                 position_ids=_positions(attention_mask)[:, p:], past_key_values=cache, logits_to_keep=1 if hidden else r,
+                 use_cache=True, output_hidden_states=collect)  # fmt: skip
+    if record is not None:
+        k = record.start
+        record.record(input_ids, attention_mask, torch.cat([head.hidden_states[k][row_of], tail.hidden_states[k]], dim=1))
     states = torch.cat([read(head)[row_of, -1:], read(tail)[:, :-1]], dim=1)
     return states if hidden else states.float()
 

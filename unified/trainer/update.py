@@ -31,6 +31,7 @@ from unified.trainer.aggregator import Aggregator, StepResult
 from unified.trainer.batching import MicroBatch, collate, dummy_batch, response_mask_of
 from unified.trainer.distributed import all_reduce_int
 from unified.trainer.engine import Engine, PushResult
+from unified.trainer.frozen_prefix import PrefixCache, prefix_blocks
 from unified.trainer.losses import compute_advantages, ppo_loss
 from unified.trainer.policy import Policy, token_logprobs_and_entropy
 from unified.trainer.update_stats import UpdateStats, token_weighted_mean
@@ -58,7 +59,11 @@ def train_on_samples(
     pairs, counts = trainable(samples, cfg)
     policy, turns, record = aggregator.policy, turns or Turns(), _Record()
     policy.module.train()
-    pairs, counts["recomputed"] = recompute_constrained(pairs, policy, cfg, temperature, pad_token_id, turns)
+    start = prefix_blocks(policy.module) if cfg.reuse_frozen_prefix and not policy.sharded else 0
+    prefix = PrefixCache(start) if start else None  # the recompute fills it, the steps read it
+    pairs, counts["recomputed"] = recompute_constrained(pairs, policy, cfg, temperature, pad_token_id, turns, prefix)
+    if prefix is not None:
+        prefix.recording = False
     for _epoch in range(cfg.ppo_epochs):
         for chunk in _step_chunks(pairs, cfg.samples_per_step):  # one chunk = one optimizer step
             fresh = aggregator.filter_stale(chunk, version_of=lambda pair: pair[0].version)
@@ -69,7 +74,7 @@ def train_on_samples(
                 continue
             for batch, norm in batches:
                 turns.updating()  # the policy's turn: a colocated engine sleeps
-                _micro_batch_loss(batch, norm, policy, cfg, temperature, ref_policy, record).backward()
+                _micro_batch_loss(batch, norm, policy, cfg, temperature, ref_policy, record, prefix).backward()
             result = aggregator.step(contributions=math.ceil(len(batches) / cfg.accum_steps))
             push = None
             if result.stepped and engine is not None:
@@ -98,14 +103,15 @@ def trainable(samples: Sequence[Sample], cfg: AlgorithmConfig) -> tuple[list[tup
 
 
 def recompute_constrained(pairs: list, policy: Policy, cfg: AlgorithmConfig, temperature: float, pad_token_id: int,
-                          turns: Turns) -> tuple[list, int]:  # fmt: skip
+                          turns: Turns, prefix: PrefixCache | None = None) -> tuple[list, int]:  # fmt: skip
     """Behaviour log-probs of the samples decoded in an answer shape, recomputed by the policy
     before its first step. The engine's are of the grammar-masked distribution (vLLM masks
     the logits before sampling), the learner scores the unmasked one: left as they are, the
     PPO ratio would start below 1 on every forced token. Recomputed at the version that
     sampled them (phase 5 generates each chunk at the current version, and phase 1's reused
     groups are sampled before any step of the round), the ratio is 1 at the first step, as
-    verl's recomputed `old_log_prob` makes it. Returns the pairs and how many were recomputed."""
+    verl's recomputed `old_log_prob` makes it. Returns the pairs and how many were recomputed.
+    `prefix`: where each answer's frozen blocks' output is kept for its training step."""
     todo = [i for i, (s, _) in enumerate(pairs) if s.constrained]
     if not all_reduce_int(len(todo), "max"):
         return pairs, 0
@@ -122,7 +128,7 @@ def recompute_constrained(pairs: list, policy: Policy, cfg: AlgorithmConfig, tem
             with policy.compute():
                 logp, _ = token_logprobs_and_entropy(policy.module, mb.input_ids, mb.attention_mask, mb.response_mask,
                                                      temperature, with_entropy=False, share_prompts=cfg.share_prompts,
-                                                     from_hidden=cfg.logprobs_from_hidden)  # fmt: skip
+                                                     from_hidden=cfg.logprobs_from_hidden, prefix=prefix)  # fmt: skip
             logp = logp.float().cpu()
             for row in range(batch.size if batch.versions else 0):
                 i = next(rows)
@@ -211,13 +217,14 @@ def _contribution_norms(batches: list[MicroBatch], accum_steps: int) -> list[tup
 
 
 def _micro_batch_loss(batch: MicroBatch, norm, policy: Policy, cfg: AlgorithmConfig, temperature: float, ref_policy,
-                      record: _Record) -> torch.Tensor:  # fmt: skip
+                      record: _Record, prefix: PrefixCache | None = None) -> torch.Tensor:  # fmt: skip
     """Forward, verl loss normalised over the micro-batch's contribution; metrics logged."""
     mb = batch.to(policy.device)
     with policy.compute():
         logp, entropy = token_logprobs_and_entropy(
             policy.module, mb.input_ids, mb.attention_mask, mb.response_mask, temperature,
             entropy_grad=cfg.entropy_coeff != 0, share_prompts=cfg.share_prompts, from_hidden=cfg.logprobs_from_hidden,
+            prefix=prefix,
         )
     ref = None
     if cfg.use_kl_loss:
