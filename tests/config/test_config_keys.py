@@ -42,6 +42,7 @@ VALUES = {
     "algorithm.kl_loss_type": "mse", "algorithm.lr": "5e-5", "algorithm.weight_decay": "0.01",
     "algorithm.betas": "[0.9,0.95]", "algorithm.grad_clip": "0.5", "algorithm.ppo_epochs": "2",
     "algorithm.mini_batch_size": "32", "algorithm.micro_batch_size": "4", "algorithm.accum_steps": "1", "algorithm.share_prompts": "false",
+    "algorithm.logprobs_from_hidden": "false", "algorithm.reuse_frozen_prefix": "false",
     "algorithm.update_steps": "1", "algorithm.max_staleness": "4", "algorithm.keep_last_versions": "2",
     "tuning.method": "lora", "tuning.lora_r": "8", "tuning.lora_alpha": "16", "tuning.lora_dropout": "0.05",
     "tuning.target_modules": "[q_proj,v_proj]", "tuning.trainable_layers": "2",
