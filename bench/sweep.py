@@ -7,7 +7,9 @@ model on the same problems, every configuration in one JSON.
 Configurations are `CONFIGS` below (name -> key=value overrides of the default recipe).
 Each runs through bench/learning_gain.py (`--split tune --seeds 0`), so it resumes and
 writes the same keys; the untrained model's evaluation is made once and shared. Writes
-logs/bench/sweep.json (copy it to docs/results/sweep.json with the report).
+RUNS_DIR.json beside the runs (logs/bench/sweep.json by default; copy it to docs/results/
+with the report). A sweep against a new default takes its own `--runs-dir`: a finished
+`default` of an older sweep would otherwise be read as this one's.
 """
 
 from __future__ import annotations
@@ -46,11 +48,14 @@ CONFIGS: dict[str, list[str]] = {
     "agreement": ["pipeline.solve_source=agreement"],
     "agreement_both": ["pipeline.solve_source=both"],
     # issue 35's levers: a repair task beside solve, a pass@k-aware advantage (verl's grpo_passk)
-    "repair_mix": ["pipeline.mix=[solve:0.75,repair:0.25]"],
+    "repair_mix": ["pipeline.mix=[solve:0.75,repair:0.25]"],  # against solve alone (the default before the mix)
+    # the same levers on top of the mix default, at its generated tokens: repair takes a quarter of the self-play share
+    "repair_selfplay": ["pipeline.mix=[solve:0.7,deduction:0.075,abduction:0.075,induction:0.075,repair:0.075]"],
     "passk": ["algorithm.adv_estimator=grpo_passk"],
     # issue 37: the defaults before it (completions run on to EOS), and selective sampling on
     "no_stop": ["pipeline.stop_at_answer=false"],
     "selective": ["pipeline.selective_keep=0.5", "pipeline.selective_floor=0.25"],
+    "n8": ["rollout.n=8"],  # half the samples per group: half of phase 1's and phase 5's tokens
 }
 
 
@@ -111,7 +116,7 @@ def main() -> int:
             "generation_tokens": sum(r.get("compute/generation_tokens") or 0 for r in last) or None,
             "per_problem_after": {s["seed"]: s["per_problem_after"] for s in result.get("seeds", [])}}  # fmt: skip
     against_default(results)
-    out = runs.parent / "sweep.json"
+    out = runs.parent / f"{runs.name}.json"  # logs/bench/sweep -> logs/bench/sweep.json
     out.write_text(json.dumps({"split": "tune", "problems": args.problems, "rounds": args.rounds, "configs": results}, indent=1) + "\n")
     for name, r in results.items():
         print(f"{name:22s} gain {r['gain']}  flips +{r['flips_gained']}/-{r['flips_lost']}  p {r['mcnemar_p']}")
