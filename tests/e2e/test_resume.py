@@ -17,6 +17,7 @@ the same Parquet rows (programs, triples, tasks, rejections, rollouts: none hold
 
 from __future__ import annotations
 
+import json
 import shutil
 import subprocess
 import time
@@ -177,3 +178,24 @@ def test_sigterm_checkpoints_and_exits_cleanly(tmp_path):
     proc2 = run(tmp_path, "--rounds", str(state["round"] + 1), "--resume", "auto", "trainer.save_every=1000")
     assert f"continuing at round {state['round'] + 1}" in proc2.stdout
     assert _state(tmp_path)["round"] == state["round"] + 1
+
+
+def test_a_finished_run_asked_again_returns_without_an_engine(straight, tmp_path):
+    """A driver that reruns its commands after a cut must not pay an engine start (about a
+    minute on SmolLM2) nor a second final evaluation for a run that is already done; a run
+    whose final evaluation is missing still gets it."""
+    out = tmp_path / "run"
+    shutil.copytree(straight, out)
+    weights, rows = final_weights(out), metrics_rows(out)
+    final = out / "eval" / "eval_results.json"
+    stamp, log = final.stat().st_mtime_ns, (out / "main.log").read_text()
+    proc = run(out, "--rounds", "4", "--resume", "auto", *DET)
+    assert "is finished: its checkpoint covers round 4 of 4" in proc.stdout
+    assert "engine created" not in proc.stdout and (out / "main.log").read_text() == log  # the folder untouched
+    assert final.stat().st_mtime_ns == stamp and metrics_rows(out) == rows
+    assert_same_weights(weights, final_weights(out))
+    final.unlink()  # killed between the last checkpoint and the final evaluation: that evaluation runs
+    proc = run(out, "--rounds", "4", "--resume", "auto", *DET)
+    assert "is finished" not in proc.stdout and "nothing to run" in proc.stdout
+    assert json.loads(final.read_text())["version"] == _state(out)["aggregator"]["version"]
+    assert_same_weights(weights, final_weights(out))

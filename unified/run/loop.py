@@ -12,11 +12,13 @@
 from __future__ import annotations
 
 import gc
+import json
 import logging
 import os
 import sys
 import time
 from dataclasses import asdict, replace
+from pathlib import Path
 
 import torch
 from omegaconf import DictConfig, OmegaConf
@@ -38,7 +40,7 @@ from unified.run.plots import plot_run
 from unified.run.runlog import FolderGuard, RunLock, RunLog, check_run_folder, memory_stats
 from unified.run.stopping import StopRequest
 from unified.schema import TrainConfig
-from unified.trainer.checkpoint import rng_state, set_rng_state
+from unified.trainer.checkpoint import rng_state, saved_progress, set_rng_state
 from unified.trainer.distributed import all_gather, all_reduce_int, cpu_has_bf16
 from unified.trainer.engine import SamplingConfig, engine_creations
 from unified.trainer.update_stats import UpdateStats
@@ -52,6 +54,11 @@ def train(cfg: TrainConfig, composed: DictConfig) -> int:
     config, validated (`config.load_config`): every stage reads its fields; `composed`: the
     config it came from, kept as YAML in every checkpoint."""
     inputs = check_inputs(cfg, to_yaml(composed))  # bad input fails here, before the run folder is touched
+    done = finished(cfg, inputs)
+    if done:  # a finished run asked again (a driver rerun after a cut): no engine, no evaluation again
+        if _is_main():
+            print(done, flush=True)  # the run's log is not open yet: nothing in the folder is touched
+        return 0
     check_machine(cfg, inputs.model_path)
     if _is_main():  # an earlier run in the folder: continue it (--resume) or refuse, never move it
         check_run_folder(cfg.output_dir, cfg.trainer.resume)
@@ -80,6 +87,28 @@ def train(cfg: TrainConfig, composed: DictConfig) -> int:
     finally:
         runlog.close()
         lock.release()
+
+
+def finished(cfg: TrainConfig, inputs) -> str | None:
+    """What says the run in `cfg.output_dir` has nothing left to do, or None: its checkpoint
+    covers every round and, when the run evaluates (`trainer.eval_every`), the final
+    evaluation of those very weights on as many problems is on disk."""
+    if inputs.resume is None:
+        return None
+    saved_round, version = saved_progress(inputs.resume)
+    if saved_round < cfg.trainer.rounds:
+        return None
+    final = Path(cfg.output_dir) / "eval" / "eval_results.json"
+    if cfg.trainer.eval_every > 0:
+        try:
+            result = json.loads(final.read_text())
+        except (OSError, ValueError):
+            return None
+        if result.get("version") != version or result.get("problems") != len(inputs.problems):
+            return None
+    return (f"the run in {cfg.output_dir} is finished: its checkpoint covers round {saved_round} of {cfg.trainer.rounds}"
+            + (f" and {final} holds the final evaluation of its weights (version {version})" if cfg.trainer.eval_every > 0 else "")
+            + f"; --rounds {saved_round + 1} or more continues it")  # fmt: skip
 
 
 def run_round(run: Components, runlog: RunLog, r: int, stop: StopRequest) -> bool:

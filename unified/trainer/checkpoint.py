@@ -149,6 +149,12 @@ def find_resume(root: Path, resume: str) -> Path | None:
     return None
 
 
+def saved_progress(folder: Path) -> tuple[int, int]:
+    """(round, weight version) a checkpoint was saved at, without its optimizer state."""
+    state = torch.load(folder / "state.pt", weights_only=False)
+    return int(state["round"]), int(state["aggregator"]["version"])
+
+
 def load_checkpoint(folder: Path) -> tuple[dict, dict]:
     """(state, optimizer_state) of a checkpoint; the weights are in folder/'model'."""
     state = torch.load(folder / "state.pt", weights_only=False)
