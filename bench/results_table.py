@@ -83,16 +83,29 @@ def gain_row(name: str, body: dict) -> str | None:
 
 
 def transfer_row(name: str, body: dict) -> str | None:
-    """A transfer result (trained weights on problems never trained on) as a table row."""
-    t = body.get("transfer")
-    if not t:
+    """A transfer result (trained weights on problems never trained on) as a table row, per
+    seed, recomputed from its per-problem outcomes like `gain_row` (against the first control
+    evaluation, the noisy problems left out)."""
+    t, outcomes = body.get("transfer"), body.get("per_problem") or {}
+    if not t or not outcomes.get("control"):
         return None
-    up, down = t["flips_gained"], t["flips_lost"]
+    noisy = set(t.get("noisy_problems") or [])
+    control = {i: v for i, v in outcomes["control"][0].items() if v is not None and i not in noisy}
+    seeds = [(k, outcomes[k]) for k in sorted(outcomes, key=lambda k: (len(k), k)) if k.startswith("seed")]
+    ids = [i for i in control if all(after.get(i) is not None for _, after in seeds)]
+    control = {i: control[i] for i in ids}
+    counts = [flips(control, {i: after[i] for i in ids}) for _, after in seeds]
+    total = (sum(up for up, _ in counts), sum(down for _, down in counts))
+    if (t.get("flips_gained"), t.get("flips_lost")) != total:
+        raise Inconsistent(f"{name}: stated flips +{t.get('flips_gained')}/-{t.get('flips_lost')}, per problem +{total[0]}/-{total[1]}")
+    afters = ", ".join(f"{sum(after[i] for i in ids) / len(ids):.3f}" for _, after in seeds)
+    flipped = ", ".join(f"+{up} / -{down}" for up, down in counts)
+    ps = ", ".join(_p(mcnemar_exact_p(up, down)) for up, down in counts)
     ci = t.get("ci95")
     interval = f"[{ci[0]:+.3f}, {ci[1]:+.3f}]" if ci else "-"
     return (f"| `{name}` (untrained problems) | {body.get('source', '?').split('/')[-1]}'s weights on "
-            f"{len(t['problems'])} others | as trained | - | {t['control_pass_at_1']:.3f} | "
-            f"{t['pass_at_1_after']:.3f} | +{up} / -{down} | {_p(mcnemar_exact_p(up, down))} | {interval} |")  # fmt: skip
+            f"{len(ids)} others | as trained | - | {sum(control.values()) / len(ids):.3f} | "
+            f"{afters} | {flipped} | {ps} | {interval} |")  # fmt: skip
 
 
 def _p(p: float) -> str:

@@ -72,3 +72,22 @@ def test_the_committed_table_is_the_committed_results():
     table) alone and this fails."""
     folder = REPO / "docs" / "results"
     assert rt.check(folder / "README.md", rt.table(folder)) == ""
+
+
+def _transfer(control: list[int], afters: list[list[int]], **stated) -> dict:
+    ids = [f"P/{k}" for k in range(len(control))]
+    ups = sum(sum(1 for c, x in zip(control, a) if x and not c) for a in afters)
+    downs = sum(sum(1 for c, x in zip(control, a) if c and not x) for a in afters)
+    return {"source": "docs/results/test_time_gain_x.json",
+            "transfer": {"problems": ids, "flips_gained": ups, "flips_lost": downs, "ci95": [-0.1, 0.3], **stated},
+            "per_problem": {"control": [dict(zip(ids, map(float, control)))] * 2,
+                            **{f"seed{s}": dict(zip(ids, map(float, a))) for s, a in enumerate(afters)}}}  # fmt: skip
+
+
+def test_a_transfer_row_is_per_seed_and_recomputed():
+    row = rt.transfer_row("transfer_x.json", _transfer([0, 0, 0, 1], [[1, 1, 0, 1], [0, 1, 0, 0]]))
+    cells = [c.strip() for c in row.strip("|").split("|")]
+    assert cells[1] == "test_time_gain_x.json's weights on 4 others"
+    assert cells[4] == "0.250" and cells[5] == "0.750, 0.250" and cells[6] == "+2 / -0, +1 / -1"
+    with pytest.raises(rt.Inconsistent, match="transfer_x.json"):
+        rt.transfer_row("transfer_x.json", _transfer([0, 0, 0, 1], [[1, 1, 0, 1]], flips_gained=3))
