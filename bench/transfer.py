@@ -60,7 +60,7 @@ def main() -> int:
                 "mcnemar_p": hidden.get("mcnemar_p"), "mcnemar_p_per_seed": hidden.get("mcnemar_p_per_seed"),
                 "flips_gained": hidden.get("flips_gained"), "flips_lost": hidden.get("flips_lost"),
                 "noisy_problems": hidden.get("noisy_problems", []), "evalplus": evalplus}  # fmt: skip
-    result = {"source": str(args.result), "model_path": original["model_path"], "trained_on": sorted(trained),
+    result = {"source": _shown(str(args.result)), "model_path": original["model_path"], "trained_on": sorted(trained),
               "metric": "greedy pass@1 on the hidden tests (MBPP+: plus inputs); `evalplus`: base + plus",
               "weights": {f"seed{s}": _shown(w) for s, w in sorted(weights.items())},
               "transfer": transfer,
