@@ -47,6 +47,10 @@ CONFIGS: dict[str, list[str]] = {
                                   "pipeline.constrain=[induction,deduction,abduction,inputs,solve]"],
     "agreement": ["pipeline.solve_source=agreement"],
     "agreement_both": ["pipeline.solve_source=both"],
+    # label-free with the mix default (the self-play kinds need no written test either), and a stricter vote: on two
+    # untrained tune rounds winners of >= 6 of 16 votes were right 9 times in 21, those of 3-5 votes 5 in 46
+    # (docs/results/agreement_labels_tune.json)
+    "agreement_v6": ["pipeline.solve_source=agreement", "pipeline.agreement_min_votes=6"],
     # issue 35's levers: a repair task beside solve, a pass@k-aware advantage (verl's grpo_passk)
     "repair_mix": ["pipeline.mix=[solve:0.75,repair:0.25]"],  # against solve alone (the default before the mix)
     # the same levers on top of the mix default, at its generated tokens: repair takes a quarter of the self-play share
