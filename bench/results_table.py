@@ -11,7 +11,8 @@ only printed from results that agree with themselves.
 
 `--check FILE` compares the table with the block between `<!-- results-table -->` and
 `<!-- /results-table -->` in FILE and exits 1, with one line, when they differ (the test
-suite runs it, so the README cannot drift from the JSONs); without it the table is printed.
+suite runs it on docs/results/README.md and on the front-page README.md, which shows the same
+table, so neither can drift from the JSONs); without it the table is printed.
 """
 
 from __future__ import annotations
