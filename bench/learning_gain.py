@@ -176,7 +176,7 @@ def collect(args, ids: list[str], base: Path, overrides: list[str]) -> dict:
     after_mean = sum(x["pass_at_1_after"] for x in seeds) / len(seeds) if seeds else None
     sampled_after = [x["sampled_pass_at_1_after"] for x in seeds if x["sampled_pass_at_1_after"] is not None]
     return {
-        "benchmark": args.benchmark, "problems": ids, "rounds": args.rounds, "model_path": _rel(args.weights),
+        "benchmark": args.benchmark, "problems": ids, "rounds": args.rounds, "model_path": repo_relative(args.weights),
         "pass_at_1_before": control_pass, "pass_at_1_after": after_mean, "control_pass_at_1_after": control_pass,
         "gain": stats.get("gain"), "gain_per_seed": stats.get("gain_per_seed"), "seeds": seeds,
         "gain_split": gain_split([x["flip_classes"] for x in seeds if x["flip_classes"]]),  # net problems: format / logic fixes
@@ -202,7 +202,8 @@ def collect(args, ids: list[str], base: Path, overrides: list[str]) -> dict:
     }  # fmt: skip
 
 
-def _rel(path: str) -> str:
+def repo_relative(path: str) -> str:
+    """`path` relative to the repository when it lies inside it (how result JSONs name files)."""
     p = Path(path).resolve()
     return str(p.relative_to(REPO)) if p.is_relative_to(REPO) else str(path)
 

@@ -27,7 +27,9 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(REPO / "bench"))
 
+from learning_gain import repo_relative  # noqa: E402
 from unified.pipeline.failures import counts, flip_classes  # noqa: E402
 from unified.eval.gain_stats import noisy_problems, summary  # noqa: E402
 
@@ -84,7 +86,7 @@ def main() -> int:
     hidden.update({s["seed"]: s["per_problem_after"] for s in original["seeds"][1:]})
     classes = [c.get("per_problem_class", {}) for c in controls]
     result = {
-        "source": str(args.result.resolve().relative_to(REPO)) if args.result.resolve().is_relative_to(REPO) else str(args.result),
+        "source": repo_relative(str(args.result)),
         "benchmark": bench, "problems": ids, "model_path": original["model_path"],
         "metric": {"hidden": "greedy pass@1 on the hidden tests only (MBPP+: plus inputs; HumanEval: check's calls)",
                    "evalplus": "EvalPlus's pass@1 of the same greedy samples (MBPP+: base + plus inputs, its 'plus' "

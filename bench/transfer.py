@@ -27,7 +27,7 @@ sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "bench"))
 
 from rescore_result import evaluate, metric  # noqa: E402
-from learning_gain import split_ids  # noqa: E402
+from learning_gain import repo_relative, split_ids  # noqa: E402
 
 
 def main() -> int:
@@ -60,9 +60,9 @@ def main() -> int:
                 "mcnemar_p": hidden.get("mcnemar_p"), "mcnemar_p_per_seed": hidden.get("mcnemar_p_per_seed"),
                 "flips_gained": hidden.get("flips_gained"), "flips_lost": hidden.get("flips_lost"),
                 "noisy_problems": hidden.get("noisy_problems", []), "evalplus": evalplus}  # fmt: skip
-    result = {"source": _shown(str(args.result)), "model_path": original["model_path"], "trained_on": sorted(trained),
+    result = {"source": repo_relative(str(args.result)), "model_path": original["model_path"], "trained_on": sorted(trained),
               "metric": "greedy pass@1 on the hidden tests (MBPP+: plus inputs); `evalplus`: base + plus",
-              "weights": {f"seed{s}": _shown(w) for s, w in sorted(weights.items())},
+              "weights": {f"seed{s}": repo_relative(w) for s, w in sorted(weights.items())},
               "transfer": transfer,
               "per_problem": {"control": [c["per_problem"] for c in controls],
                               **{f"seed{s}": a["per_problem"] for s, a in afters.items()}},
@@ -89,10 +89,6 @@ def seed_weights(pairs: list[str]) -> dict[int, str]:
             raise SystemExit("--seed-weights 0=...: seed 0's weights are the result's own `model_path`")
         out[int(seed)] = str(Path(folder).resolve())
     return out
-
-
-def _shown(path: str) -> str:
-    return str(Path(path).resolve().relative_to(REPO)) if Path(path).resolve().is_relative_to(REPO) else path
 
 
 if __name__ == "__main__":
