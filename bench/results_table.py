@@ -48,65 +48,58 @@ def _recipe(body: dict) -> str:
     return kinds + ("" if source == "visible" else f", {source} labels")
 
 
-def _seed_rows(body: dict) -> tuple[dict[str, float], list[tuple[int, dict[str, float]]]]:
+def _aligned(control: dict, seeds: list[tuple], noisy) -> tuple[dict[str, float], list[tuple]]:
     """(control, [(seed, after)]) over the problems scored in every one, noisy ones left out."""
-    noisy = set(body.get("noisy_problems") or [])
-    control = {i: v for i, v in (body.get("per_problem_before") or {}).items() if v is not None and i not in noisy}
-    seeds = [(int(s["seed"]), s.get("per_problem_after") or {}) for s in body.get("seeds") or []]
+    control = {i: v for i, v in control.items() if v is not None and i not in set(noisy or ())}
     ids = [i for i in control if all(after.get(i) is not None for _, after in seeds)]
     return {i: control[i] for i in ids}, [(s, {i: after[i] for i in ids}) for s, after in seeds]
 
 
-def gain_row(name: str, body: dict) -> str | None:
-    """One learning_gain result as a table row (None: not a per-seed result)."""
-    control, seeds = _seed_rows(body)
-    if not control or not seeds:
-        return None
+def _cells(name: str, control: dict, seeds: list[tuple], stated: dict) -> str:
+    """The row's control, per-seed pass@1, flips, McNemar p and interval cells, recomputed from
+    the outcomes; `stated` (the JSON's own figures: flips, gain per seed, ci95) must agree."""
     afters, counts = [], []
-    stated = body.get("gain_per_seed") or []
+    gains = stated.get("gain_per_seed") or []
     for k, (seed, after) in enumerate(seeds):
         g = gain(control, after)
-        if k < len(stated) and abs(stated[k] - g) > 1e-9:
-            raise Inconsistent(f"{name}: seed {seed}'s stated gain {stated[k]} is not its per-problem gain {g:.4f}")
+        if k < len(gains) and abs(gains[k] - g) > 1e-9:
+            raise Inconsistent(f"{name}: seed {seed}'s stated gain {gains[k]} is not its per-problem gain {g:.4f}")
         afters.append(f"{sum(after.values()) / len(after):.3f}")
         counts.append(flips(control, after))
     total = (sum(up for up, _ in counts), sum(down for _, down in counts))
-    if (body.get("flips_gained"), body.get("flips_lost")) != total:
+    if (stated.get("flips_gained"), stated.get("flips_lost")) != total:
         raise Inconsistent(
-            f"{name}: stated flips +{body.get('flips_gained')}/-{body.get('flips_lost')}, per problem +{total[0]}/-{total[1]}"
+            f"{name}: stated flips +{stated.get('flips_gained')}/-{stated.get('flips_lost')}, per problem +{total[0]}/-{total[1]}"
         )
     flipped = ", ".join(f"+{up} / -{down}" for up, down in counts)
     ps = ", ".join(_p(mcnemar_exact_p(up, down)) for up, down in counts)
-    ci = body.get("ci95")
+    ci = stated.get("ci95")
     interval = f"[{ci[0]:+.3f}, {ci[1]:+.3f}]" if ci else "-"
+    return f"{sum(control.values()) / len(control):.3f} | {', '.join(afters)} | {flipped} | {ps} | {interval}"
+
+
+def gain_row(name: str, body: dict) -> str | None:
+    """One learning_gain result as a table row (None: not a per-seed result)."""
+    seeds = [(int(s["seed"]), s.get("per_problem_after") or {}) for s in body.get("seeds") or []]
+    control, seeds = _aligned(body.get("per_problem_before") or {}, seeds, body.get("noisy_problems"))
+    if not control or not seeds:
+        return None
     return (f"| `{name}` | {body.get('benchmark')} {len(control)} | {_recipe(body)} | {body.get('rounds')} | "
-            f"{sum(control.values()) / len(control):.3f} | {', '.join(afters)} | {flipped} | {ps} | {interval} |")  # fmt: skip
+            f"{_cells(name, control, seeds, body)} |")  # fmt: skip
 
 
 def transfer_row(name: str, body: dict) -> str | None:
     """A transfer result (trained weights on problems never trained on) as a table row, per
-    seed, recomputed from its per-problem outcomes like `gain_row` (against the first control
-    evaluation, the noisy problems left out)."""
+    seed, recomputed like `gain_row` against the first control evaluation."""
     t, outcomes = body.get("transfer"), body.get("per_problem") or {}
     if not t or not outcomes.get("control"):
         return None
-    noisy = set(t.get("noisy_problems") or [])
-    control = {i: v for i, v in outcomes["control"][0].items() if v is not None and i not in noisy}
     seeds = [(k, outcomes[k]) for k in sorted(outcomes, key=lambda k: (len(k), k)) if k.startswith("seed")]
-    ids = [i for i in control if all(after.get(i) is not None for _, after in seeds)]
-    control = {i: control[i] for i in ids}
-    counts = [flips(control, {i: after[i] for i in ids}) for _, after in seeds]
-    total = (sum(up for up, _ in counts), sum(down for _, down in counts))
-    if (t.get("flips_gained"), t.get("flips_lost")) != total:
-        raise Inconsistent(f"{name}: stated flips +{t.get('flips_gained')}/-{t.get('flips_lost')}, per problem +{total[0]}/-{total[1]}")
-    afters = ", ".join(f"{sum(after[i] for i in ids) / len(ids):.3f}" for _, after in seeds)
-    flipped = ", ".join(f"+{up} / -{down}" for up, down in counts)
-    ps = ", ".join(_p(mcnemar_exact_p(up, down)) for up, down in counts)
-    ci = t.get("ci95")
-    interval = f"[{ci[0]:+.3f}, {ci[1]:+.3f}]" if ci else "-"
+    control, seeds = _aligned(outcomes["control"][0], seeds, t.get("noisy_problems"))
+    if not control or not seeds:
+        return None
     return (f"| `{name}` (untrained problems) | {body.get('source', '?').split('/')[-1]}'s weights on "
-            f"{len(ids)} others | as trained | - | {sum(control.values()) / len(ids):.3f} | "
-            f"{afters} | {flipped} | {ps} | {interval} |")  # fmt: skip
+            f"{len(control)} others | as trained | - | {_cells(name, control, seeds, t)} |")  # fmt: skip
 
 
 def _p(p: float) -> str:
