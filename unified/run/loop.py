@@ -92,7 +92,7 @@ def train(cfg: TrainConfig, composed: DictConfig) -> int:
 def finished(cfg: TrainConfig, inputs) -> str | None:
     """What says the run in `cfg.output_dir` has nothing left to do, or None: its checkpoint
     covers every round and, when the run evaluates (`trainer.eval_every`), the final
-    evaluation of those very weights on as many problems is on disk."""
+    evaluation of those very weights on these very problems is on disk."""
     if inputs.resume is None:
         return None
     saved_round, version = saved_progress(inputs.resume)
@@ -104,7 +104,7 @@ def finished(cfg: TrainConfig, inputs) -> str | None:
             result = json.loads(final.read_text())
         except (OSError, ValueError):
             return None
-        if result.get("version") != version or result.get("problems") != len(inputs.problems):
+        if result.get("version") != version or set(result.get("per_problem") or {}) != {p.problem_id for p in inputs.problems}:
             return None
     return (f"the run in {cfg.output_dir} is finished: its checkpoint covers round {saved_round} of {cfg.trainer.rounds}"
             + (f" and {final} holds the final evaluation of its weights (version {version})" if cfg.trainer.eval_every > 0 else "")
