@@ -109,7 +109,7 @@ def main() -> int:
         evals[r] = evaluate("mbpp", str(folder), ids, args.run / "curve" / f"round_{r}", args.n)
     per_trained = training_flops(model_config, config["tuning"]["method"])["per_token"]
     points = curve_points(evals, cumulative_tokens(args.run), generation_flops_per_token(model_config), per_trained, args.n)
-    result = {"run": str(args.run), "n": args.n, "curve": points, "saturation": saturation(points),
+    result = {"run": str(args.run), "problems": ids, "n": args.n, "curve": points, "saturation": saturation(points),
               "flops": "generated tokens x 2 x params + trained tokens x the tuning's training FLOPs per token (bench/model_flops.py)"}
     args.output.write_text(json.dumps(result, indent=1) + "\n")
     if args.png:

@@ -202,6 +202,33 @@ def collect(args, ids: list[str], base: Path, overrides: list[str]) -> dict:
     }  # fmt: skip
 
 
+def attach(result: dict, curve: dict | None = None, transfer: dict | None = None) -> dict:
+    """The result with issue 35's `curve` (bench/curve.py: one point per round of one seed's run)
+    and `transfer` (bench/transfer.py: these weights on untrained problems) beside its own keys.
+    A curve of other problems or another number of rounds, or a transfer measured from other
+    trained problems, stops with one line: the keys must describe this result."""
+    out = dict(result)
+    if curve is not None:
+        if not curve.get("curve"):
+            raise SystemExit("--curve: no `curve` points in that file; give the JSON bench/curve.py wrote")
+        if curve.get("problems") is not None and list(curve["problems"]) != list(result["problems"]):
+            raise SystemExit("--curve: the curve evaluated other problems than this result's; rerun bench/curve.py "
+                             "with --problems-from this result")  # fmt: skip
+        if max(p["round"] for p in curve["curve"]) != result["rounds"]:
+            raise SystemExit(f"--curve: the curve ends at round {max(p['round'] for p in curve['curve'])}, this result "
+                             f"trained {result['rounds']} rounds; curve the run these seeds trained")  # fmt: skip
+        out.update(curve=curve["curve"], curve_saturation=curve.get("saturation"), curve_run=repo_relative(curve["run"]) if curve.get("run") else None)
+    if transfer is not None:
+        block = transfer.get("transfer")
+        if not block:
+            raise SystemExit("--transfer: no `transfer` block in that file; give the JSON bench/transfer.py wrote")
+        if sorted(transfer.get("trained_on", [])) != sorted(result["problems"]):
+            raise SystemExit("--transfer: that transfer was measured from weights trained on other problems; "
+                             "rerun bench/transfer.py on this result")  # fmt: skip
+        out["transfer"] = block
+    return out
+
+
 def repo_relative(path: str) -> str:
     """`path` relative to the repository when it lies inside it (how result JSONs name files)."""
     p = Path(path).resolve()
@@ -262,6 +289,8 @@ def main() -> int:
     p.add_argument("--runs-dir", default=str(REPO / "logs" / "bench" / "test_time_gain"))
     p.add_argument("--output", default=None, help="default logs/bench/test_time_gain[_humaneval].json")
     p.add_argument("--weights", default=None, help="seed 0's compact weights (default docs/results/weights/<benchmark>-seed0)")
+    p.add_argument("--curve", type=Path, default=None, help="a bench/curve.py JSON of one of these seeds: kept as `curve`")
+    p.add_argument("--transfer", type=Path, default=None, help="a bench/transfer.py JSON of these weights: kept as `transfer`")
     args, overrides = p.parse_known_args()
     if [o for o in overrides if "=" not in o]:
         p.error(f"unknown argument(s) {[o for o in overrides if '=' not in o]}: extra arguments must be key=value overrides")
@@ -272,7 +301,8 @@ def main() -> int:
     if not args.collect and (code := run_all(args, ids, base, overrides)) != 0:
         return code
     write_weights(args, base)
-    result = collect(args, ids, base, overrides)
+    result = attach(collect(args, ids, base, overrides), curve=_json(args.curve) if args.curve else None,
+                    transfer=_json(args.transfer) if args.transfer else None)  # fmt: skip
     suffix = "" if args.benchmark == "mbpp" else f"_{args.benchmark}"
     out = Path(args.output or REPO / "logs" / "bench" / f"test_time_gain{suffix}.json")
     out.parent.mkdir(parents=True, exist_ok=True)

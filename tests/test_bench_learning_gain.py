@@ -7,6 +7,8 @@ import sys
 from argparse import Namespace
 from pathlib import Path
 
+import pytest
+
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
 
 import learning_gain  # noqa: E402
@@ -44,3 +46,42 @@ def test_collect_reports_each_flips_class_and_the_net_format_logic_split(tmp_pat
     assert out["gain_split"] == {"format": 1.0, "logic": 0.0}
     assert out["pass_at_k_before"]["16"] == 0.3 and seed["pass_at_k_after"]["16"] == 0.3
     assert out["flips_gained"] == 2 and out["flips_lost"] == 1  # p5 left out of the statistics
+
+
+def _result(rounds=8):
+    return {"problems": IDS, "rounds": rounds, "gain": 0.1}
+
+
+def _curve(rounds=8, problems=IDS):
+    points = [{"round": r, "pass_at_1": 0.1 + r / 100, "sampled_pass_at_1": 0.05, "pass_at_16": 0.3, "flops": r * 1e15}
+              for r in range(rounds + 1)]  # fmt: skip
+    return {"run": "logs/bench/x/seed0/run", "problems": problems, "n": 16, "curve": points,
+            "saturation": {"best_round": rounds, "best_pass_at_1": 0.1 + rounds / 100, "after_best": None}}  # fmt: skip
+
+
+def _transfer(trained=IDS):
+    block = {"problems": ["q1", "q2"], "control_pass_at_1": 0.1, "pass_at_1_after": 0.2, "gain": 0.1,
+             "ci95": [0.0, 0.2], "mcnemar_p": 0.5}  # fmt: skip
+    return {"trained_on": list(trained), "transfer": block}
+
+
+def test_attach_keeps_the_curve_and_the_transfer_under_the_issues_keys():
+    out = learning_gain.attach(_result(), curve=_curve(), transfer=_transfer())
+    assert [p["round"] for p in out["curve"]] == list(range(9))
+    assert set(out["curve"][0]) == {"round", "pass_at_1", "sampled_pass_at_1", "pass_at_16", "flops"}
+    assert out["curve_saturation"]["best_round"] == 8 and out["curve_run"] == "logs/bench/x/seed0/run"
+    assert {"problems", "control_pass_at_1", "pass_at_1_after", "gain", "ci95", "mcnemar_p"} <= set(out["transfer"])
+    assert out["gain"] == 0.1  # the result's own keys untouched
+    assert learning_gain.attach(_result()) == _result()  # nothing asked, nothing added
+
+
+@pytest.mark.parametrize("curve, transfer, says", [
+    (_curve(rounds=3), None, "ends at round 3"),  # a curve of another run
+    (_curve(problems=["p1", "p9"]), None, "other problems"),
+    ({"run": "x"}, None, "no `curve` points"),
+    (None, _transfer(trained=["p1"]), "trained on other problems"),
+    (None, {"trained_on": IDS}, "no `transfer` block"),
+])  # fmt: skip
+def test_attach_refuses_keys_that_describe_another_result_with_one_line(curve, transfer, says):
+    with pytest.raises(SystemExit, match=says):
+        learning_gain.attach(_result(), curve=curve, transfer=transfer)
