@@ -3,7 +3,7 @@
 against the compute the run spent to get there.
 
     python bench/curve.py RUN_DIR --problems-from docs/results/test_time_gain.json
-        [--n 16] [--before DIR] [--output logs/bench/curve.json] [--png logs/bench/curve.png]
+        [--n 16] [--sampled-every K] [--jobs 2] [--before DIR] [--output logs/bench/curve.json] [--png logs/bench/curve.png]
 
 RUN_DIR is a `train_unified.py` output folder that kept every round's checkpoint
 (`trainer.save_every=1 trainer.keep_checkpoints=<rounds>`). Round 0 is the base model
@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import yaml
@@ -45,13 +46,20 @@ def cumulative_tokens(run: Path) -> dict[int, tuple[float, float]]:
     return out
 
 
+def sampled(round_: int, last: int, every: int) -> bool:
+    """Whether a round's checkpoint gets the sampled evaluation: every `every`-th round and the last."""
+    if every < 1:
+        raise SystemExit(f"--sampled-every {every}: must be >= 1 (1 samples every round)")
+    return round_ % every == 0 or round_ == last
+
+
 def curve_points(evals: dict[int, dict], tokens: dict[int, tuple[float, float]], per_generated: float,
                  per_trained: float, n: int) -> list[dict]:  # fmt: skip
     """One point per evaluated round, in order: greedy pass@1, sampled pass@1, pass@n, FLOPs."""
     points = []
     for r in sorted(evals):
         body, (generated, trained) = evals[r], tokens.get(r, (float("nan"), float("nan")))
-        k = body.get("pass_at_k", {})
+        k = body.get("pass_at_k", {})  # {} for a greedy-only round: its sampled figures are None
         points.append({"round": r, "pass_at_1": body["pass@1"], "sampled_pass_at_1": k.get("1"),
                        f"pass_at_{n}": k.get(str(n)), "flops": generated * per_generated + trained * per_trained})  # fmt: skip
     return points
@@ -82,7 +90,8 @@ def plot(points: list[dict], n: int, png: Path) -> None:
     for ax, x, label in ((axes[0], [p["round"] for p in points], "round"),
                          (axes[1], [p["flops"] / 1e15 for p in points], "PFLOP (matrix products)")):  # fmt: skip
         for key, name in (("pass_at_1", "greedy pass@1"), ("sampled_pass_at_1", "sampled pass@1"), (f"pass_at_{n}", f"pass@{n}")):
-            ax.plot(x, [p[key] for p in points], marker="o", label=name)
+            kept = [(xi, p[key]) for xi, p in zip(x, points) if p[key] is not None]  # greedy-only rounds: no sample point
+            ax.plot([a for a, _ in kept], [b for _, b in kept], marker="o", label=name)
         ax.set_xlabel(label)
         ax.grid(alpha=0.3)
     axes[0].legend()
@@ -98,6 +107,9 @@ def main() -> int:
     p.add_argument("--before", type=Path, default=None, help="a finished evaluation of the base model (round 0)")
     p.add_argument("--output", type=Path, default=REPO / "logs" / "bench" / "curve.json")
     p.add_argument("--png", type=Path, default=None)
+    p.add_argument("--jobs", type=int, default=1, help="evaluations at once (each runs one thread: 2 fills a 2-core machine)")
+    p.add_argument("--sampled-every", type=int, default=1, metavar="K",
+                   help="sample (--n) only every K-th round and the last; greedy alone in between (an n=16 evaluation costs ~8x a greedy one)")
     args = p.parse_args()
     ids = json.loads(args.problems_from.read_text())["problems"]
     kept = checkpoints(args.run)
@@ -105,8 +117,11 @@ def main() -> int:
     model_config = json.loads((kept[max(kept)] / "model" / "config.json").read_text())
     evals = {0: _json(args.before / "eval_results.json") if args.before else evaluate("mbpp", config["model"]["path"] or "tiny", ids,
                                                                                    args.run / "curve" / "round_0", args.n)}  # fmt: skip
-    for r, folder in kept.items():
-        evals[r] = evaluate("mbpp", str(folder), ids, args.run / "curve" / f"round_{r}", args.n)
+    with ThreadPoolExecutor(max_workers=args.jobs) as pool:  # each evaluation is its own one-thread process
+        jobs = {r: pool.submit(evaluate, "mbpp", str(folder), ids, args.run / "curve" / f"round_{r}",
+                               args.n if sampled(r, max(kept), args.sampled_every) else 1)  # greedy alone in between
+                for r, folder in kept.items()}  # fmt: skip
+    evals.update({r: job.result() for r, job in jobs.items()})
     per_trained = training_flops(model_config, config["tuning"]["method"])["per_token"]
     points = curve_points(evals, cumulative_tokens(args.run), generation_flops_per_token(model_config), per_trained, args.n)
     result = {"run": str(args.run), "problems": ids, "n": args.n, "curve": points, "saturation": saturation(points),
