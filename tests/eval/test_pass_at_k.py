@@ -49,3 +49,48 @@ def test_evaluate_cli_writes_sampled_pass_at_k_next_to_greedy(tmp_path):
     rows = [json.loads(line) for line in (out / "samples.jsonl").read_text().splitlines()]
     assert all(r["n"] == 4 and 0 <= r["correct"] <= 4 for r in rows)
     assert "pass@4" in run.stdout
+
+
+class _Counting:
+    """A real sandbox executor that remembers how many calls it ran."""
+
+    def __init__(self, executor):
+        self.executor, self.calls = executor, 0
+
+    def run_batch(self, calls):
+        self.calls += len(calls)
+        return self.executor.run_batch(calls)
+
+
+def test_samples_are_run_on_the_rest_only_after_the_first_hidden_case_and_the_counts_match_running_every_case():
+    from unified.benchmarks.hidden import hidden_calls, passes_hidden, with_expected_outputs
+    from unified.benchmarks.load import load_problems
+    from unified.eval.pass_at_k import correct_counts
+    from unified.sandbox.executor import ExecutorConfig
+    from unified.sandbox.executors import build_executor
+    from unified.types import Program
+
+    with build_executor(ExecutorConfig(workers=2, timeout_s=2.0)) as executor:
+        problems = with_expected_outputs(load_problems("mbpp", ids=["Mbpp/2", "Mbpp/3"]), executor.run_batch)
+        first = {p.problem_id: p.hidden[0] for p in problems}
+        assert all(len(p.hidden) > 2 for p in problems)  # MBPP+: many plus inputs each
+
+        def right_on_the_first_only(p):  # hostile to a staged runner: passes the case it is screened on
+            return (f"{p.canonical_solution}\n_real = {p.entry_point}\n"
+                    f"def {p.entry_point}(*a):\n    return _real(*a) if list(a) == {list(first[p.problem_id].args)!r} else 'wrong'\n")  # fmt: skip
+
+        codes = {"canonical": lambda p: p.canonical_solution, "first_only": right_on_the_first_only,
+                 "raises": lambda p: f"def {p.entry_point}(*a):\n    raise ValueError('no')\n",
+                 "wrong": lambda p: f"def {p.entry_point}(*a):\n    return 'wrong'\n", "syntax": lambda p: "def (:\n"}  # fmt: skip
+        programs = [Program(p.problem_id, f"{p.problem_id}#{name}", code(p), p.entry_point)
+                    for p in problems for name, code in codes.items()]  # fmt: skip
+        counting = _Counting(executor)
+        staged = correct_counts(problems, programs, counting)
+        everything = {p.problem_id: 0 for p in problems}  # the reference: every case of every program, one batch
+        for prog in programs:
+            problem = next(p for p in problems if p.problem_id == prog.problem_id)
+            everything[prog.problem_id] += passes_hidden(problem, executor.run_batch(hidden_calls(problem, prog.code)))
+    assert staged == everything == {"Mbpp/2": 1, "Mbpp/3": 1}  # the canonical alone; first_only caught on the rest
+    all_calls = sum(len(p.hidden) for p in problems) * len(codes)
+    # every program's first case, then the rest for the two that got it right (canonical, first_only)
+    assert counting.calls == len(programs) + sum(2 * (len(p.hidden) - 1) for p in problems) < all_calls
