@@ -114,6 +114,8 @@ def finished(cfg: TrainConfig, inputs) -> str | None:
 def run_round(run: Components, runlog: RunLog, r: int, stop: StopRequest) -> bool:
     """One round; False when a stop signal ended the run (after a checkpoint)."""
     start, rng_at_start = time.perf_counter(), rng_state()
+    if hasattr(run.executor, "forget"):  # executor.reuse_results: each distinct call runs once a round
+        run.executor.forget()
     with runlog.phase(r, "phase_1_4") as t14:
         selection = select_problems(run, r)
         data, all_data = make_tasks(run, r, selection)

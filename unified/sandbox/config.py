@@ -39,6 +39,9 @@ class ExecutorConfig:
     banned_calls: Optional[tuple[str, ...]] = BANNED_CALLS
     ray_address: str | None = None
     wall_s: float | None = None  # wall-clock backstop for sleeping/blocked code; 10 x timeout_s + 1
+    # each distinct call runs once between `forget()`s (sandbox/reuse.py; the trainer forgets as each round starts);
+    # off for a bare Executor, on in the trainer's config (configs/executor/local.yaml); the ray backend runs every call
+    reuse_results: bool = False
 
     def __post_init__(self):
         set_ = lambda k, v: object.__setattr__(self, k, v)  # noqa: E731 - frozen: normalise once

@@ -25,7 +25,7 @@ _POOLS: dict[ExecutorConfig, Executor] = {}  # per Ray worker process, reused ac
 
 
 def _local_pool(config: ExecutorConfig) -> Executor:
-    key = dataclasses.replace(config, backend="local", ray_address=None)
+    key = dataclasses.replace(config, backend="local", ray_address=None, reuse_results=False)
     if key not in _POOLS:
         _POOLS[key] = Executor(key)
     return _POOLS[key]
