@@ -94,3 +94,32 @@ def test_samples_are_run_on_the_rest_only_after_the_first_hidden_case_and_the_co
     all_calls = sum(len(p.hidden) for p in problems) * len(codes)
     # every program's first case, then the rest for the two that got it right (canonical, first_only)
     assert counting.calls == len(programs) + sum(2 * (len(p.hidden) - 1) for p in problems) < all_calls
+
+
+def test_the_rounds_greedy_pass_at_1_gives_graded_verdicts_with_staged_calls():
+    """`pipeline.evaluation.pass_at_1` (each round's baseline) screens on the first hidden case:
+    the verdicts of `graded` (every case), including a program right on that case alone."""
+    from tests.helpers.scripted import ScriptedGenerator
+    from unified.benchmarks.hidden import with_expected_outputs
+    from unified.benchmarks.load import load_problems
+    from unified.pipeline.evaluation import graded, pass_at_1
+    from unified.sandbox.executor import ExecutorConfig
+    from unified.sandbox.executors import build_executor
+    from unified.text.prompts import program_prompt
+
+    with build_executor(ExecutorConfig(workers=2, timeout_s=2.0)) as executor:
+        problems = with_expected_outputs(load_problems("mbpp", ids=["Mbpp/2", "Mbpp/3", "Mbpp/4", "Mbpp/6"]), executor.run_batch)
+        first = problems[1].hidden[0]
+        answers = [problems[0].canonical_solution,  # passes
+                   f"{problems[1].canonical_solution}\n_real = {problems[1].entry_point}\n"  # right on the first case only
+                   f"def {problems[1].entry_point}(*a):\n    return _real(*a) if list(a) == {list(first.args)!r} else 'wrong'\n",
+                   f"def {problems[2].entry_point}(*a):\n    return 'wrong'\n",  # fails the first case
+                   "no code at all"]  # fmt: skip
+        by_prompt = {program_prompt(p): f"```python\n{a}\n```" for p, a in zip(problems, answers)}
+        generator = ScriptedGenerator(lambda text, _: [next(a for prompt, a in by_prompt.items() if prompt in text)])
+        counting = _Counting(executor)
+        staged = pass_at_1(problems, generator, counting.run_batch, 512)
+        reference = {pid: score for pid, (score, _) in graded(problems, generator, executor.run_batch, 512).items()}
+    assert staged == reference == {"Mbpp/2": 1.0, "Mbpp/3": 0.0, "Mbpp/4": 0.0, "Mbpp/6": 0.0}
+    # three programs' first cases, then the rest for the two right there
+    assert counting.calls == 3 + (len(problems[0].hidden) - 1) + (len(problems[1].hidden) - 1)

