@@ -51,7 +51,10 @@ class ModelConfig:
 @dataclass(frozen=True)
 class RolloutConfig:
     backend: str = "vllm_cpu"  # a name in trainer.engine.ENGINES
-    n: int = 16  # samples per task prompt in phase 5 (the group size; also phase 1's K, configs/pipeline)
+    # samples per task prompt in phase 5 (the group size; also phase 1's K, configs/pipeline). 8 since 2026-11-27
+    # (issue 37): the tune sweep's gain after 3 rounds equalled 16's at 0.47x the generated tokens
+    # (docs/results/sweep_2026-11-27.json); every result file made before then used 16 (add rollout.n=16 to rerun one)
+    n: int = 8
     temperature: float = 0.8  # 1.0 is hot for a 135M model (sampled pass@1 a quarter of greedy)
     top_p: float = 1.0
     max_tokens: int = 64
