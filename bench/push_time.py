@@ -213,7 +213,7 @@ def measure_one(model_dir: str, repeats: int, prompts: int, n: int, max_tokens: 
     return {
         "threads": torch.get_num_threads(),
         "omp_num_threads": os.environ.get("OMP_NUM_THREADS"),
-        "model_dir": model_dir,
+        "model_dir": Path(model_dir).name,  # the model's folder, not this machine's path to it
         "tuning": tuning,
         "partial_pushes": partial,
         "push_path": engine.last_push_path,

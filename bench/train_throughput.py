@@ -231,7 +231,7 @@ def build_body(args, path: str, results: dict, combined: dict, steps: list[dict]
         "raw_cpu_tok_s": r["raw_cpu_tok_s"], **raw_dtypes, "raw_compile_tok_s": r.get("raw_compile_tok_s"),
         "tunings": results,
         "settings": {
-            "model": args.model, "model_dir": path, "dtype": args.dtype, "micro_batch": args.micro_batch, "accum": args.accum,
+            "model": args.model, "model_dir": Path(path).name, "dtype": args.dtype, "micro_batch": args.micro_batch, "accum": args.accum,
             "update_steps": args.update_steps, "group": args.group, "prompt_tokens": args.prompt_tokens or "phase-1 prompts",
             "response_tokens": args.response_tokens, "tokens_per_step": [s["tokens"] for s in steps],
             "response_tokens_per_step": [s["response_tokens"] for s in steps], "steps": args.steps, "warmup": args.warmup,
