@@ -68,7 +68,23 @@ def split_ids(split: str, benchmark: str = "mbpp") -> list[str]:
 
 def _run(cmd: list[str], log: Path, env: dict) -> subprocess.Popen:
     log.parent.mkdir(parents=True, exist_ok=True)
+    _note_machine(log.parent / "machines.jsonl", log.stem)
     return subprocess.Popen(cmd, cwd=REPO, env=env, stdout=open(log, "a"), stderr=subprocess.STDOUT)
+
+
+def _note_machine(path: Path, job: str) -> None:
+    """One line per job launched in a folder: the CPU and commit it ran on (a resumed run may
+    continue on another machine; results compare only within one CPU kind)."""
+    from unified.machine import cpu_info, git_commit
+
+    with open(path, "a") as f:
+        f.write(json.dumps({"job": job, "date": datetime.datetime.now().isoformat(timespec="seconds"), "cpu": cpu_info(),
+                            "commit": git_commit(REPO)}) + "\n")  # fmt: skip
+
+
+def machines(folder: Path) -> list[str]:
+    """The CPU kinds that jobs in `folder` ran on (sorted, distinct)."""
+    return sorted({row["cpu"]["kind"] for row in read_jsonl(folder / "machines.jsonl") if row.get("cpu")})
 
 
 def evaluate_cmd(args, ids: list[str], model: str, out: Path, n: int | None = None) -> list[str]:
@@ -81,7 +97,8 @@ def evaluate_cmd(args, ids: list[str], model: str, out: Path, n: int | None = No
 def train_cmd(args, ids: list[str], seed: int, out: Path, overrides: list[str]) -> list[str]:
     return [sys.executable, str(REPO / "train_unified.py"), "--benchmark", args.benchmark, f"--rounds={args.rounds}",
             f"--output-dir={out}", "--resume", "auto", f"model={args.model}", f"benchmark.problem_ids=[{','.join(ids)}]",
-            f"benchmark.problems={len(ids)}", f"seed={seed}", "trainer.eval_every=0", *overrides]  # fmt: skip
+            f"benchmark.problems={len(ids)}", f"seed={seed}",
+            *([] if any(o.startswith("trainer.eval_every=") for o in overrides) else ["trainer.eval_every=0"]), *overrides]  # fmt: skip
 
 
 def _done(out: Path) -> bool:
@@ -148,6 +165,7 @@ def _fail(what: str, log: Path) -> int:
 
 def collect(args, ids: list[str], base: Path, overrides: list[str]) -> dict:
     from unified.eval.gain_stats import summary
+    from unified.machine import cpu_info, git_commit
 
     controls = [_json(base / name / "eval_results.json") for name in control_dirs(args)]
     controls = [c for c in controls if c.get("complete")] or controls[:1]
@@ -163,7 +181,7 @@ def collect(args, ids: list[str], base: Path, overrides: list[str]) -> dict:
         afters[s] = {i: after["per_problem"].get(i) for i in ids}
         seeds.append({"seed": s, "pass_at_1_after": after.get("pass@1", after.get("pass_at_1")), "per_problem_after": afters[s],
                       "sampled_pass_at_1_after": after.get("pass_at_k", {}).get("1"), "pass_at_k_after": after.get("pass_at_k", {}),
-                      "metrics_per_round": _per_round(base / f"seed{s}" / "run")})  # fmt: skip
+                      "metrics_per_round": _per_round(base / f"seed{s}" / "run"), "cpu_kinds": machines(base / f"seed{s}")})  # fmt: skip
     control_pass = before.get("pass@1", before.get("pass_at_1"))
     after_json = {s: _json(base / f"seed{s}" / "after" / "eval_results.json") for s in afters}
     hidden = metric_block(ids, controls, after_json, "per_problem")
@@ -198,7 +216,8 @@ def collect(args, ids: list[str], base: Path, overrides: list[str]) -> dict:
                      "sampling": {"n": args.n, "temperature": args.temperature}, "overrides": overrides,
                      "train_config": _saved_config(base / f"seed{args.seeds[0]}" / "run"),
                      "date": datetime.date.today().isoformat(), "parallel": args.parallel,
-                     "machine": f"{platform.machine()}, {os.cpu_count()} cores, {platform.python_version()}"},
+                     "machine": f"{platform.machine()}, {os.cpu_count()} cores, {platform.python_version()}",
+                     "cpu": cpu_info(), "commit": git_commit(REPO), "control_cpu_kinds": machines(base)},
     }  # fmt: skip
 
 
@@ -247,7 +266,8 @@ def _saved_config(run: Path) -> dict:
 def _per_round(run: Path) -> list[dict]:
     keep = ("round", "reward/mean", "reward/solve", "train/groups", "train/groups_used", "train/steps", "train/grad_norm",
             "losses/total", "reward/parse_failure_rate", "time/round", "train/recomputed", "compute/generation_tokens",
-            "compute/update_tokens")  # fmt: skip
+            "compute/update_tokens", "tasks/found_problems", "tasks/found_total", "tasks/samples_phase_1",
+            "train/replayed_groups", "selective/signal", "eval/pass@1", "time/phase_1_4", "time/phase_5")  # fmt: skip
     prefixes = ("agreement/", "reward/parse_failure_rate_", "tasks/signal_", "tasks/groups_", "reward/")  # per kind, and the labels' quality
     return [{k: v for k, v in row.items() if k in keep or k.startswith(prefixes)} for row in read_jsonl(run / "metrics.jsonl")]
 

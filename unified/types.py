@@ -57,6 +57,7 @@ class Completion:
     # decoded inside an answer shape (a grammar mask): `logprobs` are of the masked
     # distribution, which the learner does not score; it recomputes them (trainer.update)
     constrained: bool = False
+    replayed: bool = False  # a passing answer of an earlier round offered again (pipeline/discovery.py)
 
 
 @dataclass(frozen=True)
@@ -72,6 +73,7 @@ class Rollout:
     finish_reason: str
     num_tokens: int
     version: int  # weight version that generated it
+    replayed: bool = False  # a passing answer of an earlier round, replayed (pipeline/discovery.py)
 
 
 @dataclass(frozen=True)
@@ -86,6 +88,7 @@ class Sample:
     version: int  # weight version that generated it (staleness = current - version)
     kind: str = ""  # task kind, for per-type metrics
     constrained: bool = False  # sampled inside an answer shape: behaviour log-probs are recomputed
+    replayed: bool = False  # from an earlier round (replay): exempt from max_staleness, its ratio clipped as any
 
 
 # ---------------------------------------------------------------- pipeline (phases 1-4)

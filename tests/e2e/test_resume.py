@@ -36,7 +36,8 @@ from tests.helpers.e2e import (
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(2700)]
 # selective sampling on: which problems a resumed round draws depends on the signal history
 # the checkpoint carries
-DET = ["trainer.deterministic=true", "trainer.save_every=1", "trainer.keep_checkpoints=3", "pipeline.selective_keep=0.5"]
+DET = ["trainer.deterministic=true", "trainer.save_every=1", "trainer.keep_checkpoints=3", "pipeline.selective_keep=0.5",
+       "pipeline.discovery_n=6"]  # a wider phase 1 where nothing passed yet: the budget follows the checkpointed state
 # what must agree between runs; the rest of metrics.jsonl is timing, memory or engine counts.
 # (executor/ counters are compared apart: a process's first round also counts the calls made
 # at start-up to compute the problems' expected outputs.)

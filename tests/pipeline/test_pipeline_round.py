@@ -247,3 +247,25 @@ def test_a_real_model_trains_on_the_default_mix_and_one_override_gives_solve_alo
     assert pipeline("model=smollm2", "rollout=hf").kinds == ("solve",) and pipeline("model=smollm2", "rollout=hf").mix == ()
     assert pipeline("model=smollm2", "experiment=solve_tuned").kinds == ("solve",)  # the report run's recipe, exactly
     assert pipeline("model=tiny").mix == () and "solve" not in pipeline("model=tiny").kinds
+
+
+def test_the_budget_samples_each_problem_its_own_count_and_self_play_keeps_the_group(executor):
+    """`budget` (pipeline/discovery.py): phase 1 asks each problem for its own number of samples
+    (one generation call per count); the passing programs of every sample are known, while the
+    self-play kinds build from the first `num_programs` samples (and any that pass) only."""
+    problems = _problems("mbpp", ["Mbpp/2", "Mbpp/3", "Mbpp/4"], executor)
+    right = {"Mbpp/3": "```python\ndef is_not_prime(n):\n    return n < 2 or any(n % d == 0 for d in range(2, n))\n```"}
+    wrong = {p.entry_point: [f"```python\ndef {p.entry_point}(*a):\n    return {i}\n```" for i in range(6)] for p in problems}
+    programs = {**wrong, "is_not_prime": wrong["is_not_prime"][:5] + [right["Mbpp/3"]]}  # only the 6th sample passes
+    cfg = PipelineConfig(kinds=("solve", "deduction"), num_programs=2, num_proposed_inputs=0, evaluate_baseline=False)
+    gen = script(programs=programs)
+    data = build_round_data(problems, gen, executor, cfg, round_index=1, seed=0, budget={"Mbpp/2": 2, "Mbpp/3": 6, "Mbpp/4": 6})
+    asked = [(len(texts), s.n) for texts, s in gen.calls]
+    assert asked == [(1, 2), (2, 6)]  # one call per count, ascending
+    assert {pid: len(g) for pid, g in data.program_completions.items()} == {"Mbpp/2": 2, "Mbpp/3": 6, "Mbpp/4": 6}
+    assert data.visible_passing == {"Mbpp/3#p5"}
+    assert {p.program_id for p in data.programs} == {"Mbpp/2#p0", "Mbpp/2#p1", "Mbpp/3#p0", "Mbpp/3#p1", "Mbpp/3#p5",
+                                                     "Mbpp/4#p0", "Mbpp/4#p1"}  # fmt: skip
+    again = build_round_data(problems, script(programs=programs), executor, cfg, round_index=1, seed=0, budget=None)
+    assert {pid: len(g) for pid, g in again.program_completions.items()} == {"Mbpp/2": 2, "Mbpp/3": 2, "Mbpp/4": 2}
+    assert again.visible_passing == frozenset()  # the pass was the 6th sample

@@ -4,6 +4,7 @@ still fresh enough to reuse; and how they are packed by the samples that will tr
 groups ride along, groups with signal over the budget are generated afresh), through
 `train_on_tasks` with the real sandbox scoring real `solve` tasks."""
 
+from dataclasses import replace
 from types import SimpleNamespace
 
 import pytest
@@ -13,7 +14,9 @@ from unified.text.stops import FENCE_END, AnswerEnd
 from unified.kinds import BuildOptions
 from unified.pipeline.phases import PipelineConfig, program_sampling
 from unified.pipeline.tasks import build_tasks
-from unified.run.phase5 import Learner, _reusable, pack_by_signal, phase_1_groups, tasks_per_chunk, train_on_tasks
+from unified.run.phase5 import (
+    Learner, _reusable, pack_by_signal, phase_1_groups, replay_answers, tasks_per_chunk, train_on_tasks,
+)  # fmt: skip
 from unified.sandbox.config import ExecutorConfig
 from unified.sandbox.executor import Executor
 from unified.schema import AlgorithmConfig
@@ -136,12 +139,15 @@ def test_no_reuse_generates_every_task_in_chunks(executor):
 
 def test_phase_1s_groups_are_reused_only_when_phase_1_sampled_as_phase_5_does():
     problem = Problem("Toy/0", "toy", "Write inc: add one.", "inc", (TestCase((1,), 2),))
-    pipeline = PipelineConfig(kinds=("solve",))
+    pipeline = PipelineConfig(kinds=("solve",), num_programs=2)
     data = SimpleNamespace(problems=[problem], program_completions={"Toy/0": ["c1", "c2"]})
     same = program_sampling(pipeline, 0)
     assert phase_1_groups(data, pipeline, same) == {program_prompt(problem): ["c1", "c2"]}
     assert phase_1_groups(data, pipeline, SamplingConfig(n=same.n + 1, temperature=same.temperature, top_p=same.top_p,
                                                          max_tokens=same.max_tokens)) == {}  # fmt: skip
+    assert phase_1_groups(data, pipeline, replace(same, temperature=same.temperature + 0.1)) == {}
+    wide = SimpleNamespace(problems=[problem], program_completions={"Toy/0": ["c1", "c2", "c3"]})  # a discovery group
+    assert phase_1_groups(wide, pipeline, same) == {program_prompt(problem): ["c1", "c2", "c3"]}
 
 
 def test_the_learner_trains_only_when_updates_are_on():
@@ -149,3 +155,54 @@ def test_the_learner_trains_only_when_updates_are_on():
     assert learner.train([], temperature=1.0) is None
     engine = object()
     assert learner.on(engine).engine is engine and learner.engine is None  # bound per phase, built once
+
+
+class _RecordingLearner:
+    """A learner that keeps the samples it is given (no update)."""
+
+    def __init__(self, engine, algorithm):
+        self.engine, self.algorithm, self.aggregator, self.samples = engine, algorithm, SimpleNamespace(version=5), []
+
+    def train(self, samples, temperature):
+        self.samples.append(list(samples))
+        return None
+
+
+def test_a_found_answer_replays_into_a_later_group_with_its_recorded_logprobs(executor):
+    names = ["inc_a", "inc_b", "inc_c"]
+    problems = [Problem(f"Toy/{i}", "toy", f"Write {n}: add one.", n, (TestCase((1,), 2),)) for i, n in enumerate(names)]
+    tasks, _ = build_tasks(problems, [], [], ("solve",), BuildOptions())
+    # a discovery group of 6 (> n = 4): a, all wrong (its replay enters); b, one fresh pass (its replay stays out);
+    # c, all wrong and nothing found
+    reuse = {tasks[0].prompt: [_completion(WRONG.format("inc_a"), 5)] * 6,
+             tasks[1].prompt: [_completion(WRONG.format("inc_b"), 5)] * 5 + [_completion(RIGHT.format("inc_b"), 5)],
+             tasks[2].prompt: [_completion(WRONG.format("inc_c"), 5)] * 6}  # fmt: skip
+    found = {"Toy/0": Completion(RIGHT.format("inc_a"), (1, 2), (3, 4, 5), (-2.5, -0.1, -0.2), "stop", 0),
+             "Toy/1": Completion(RIGHT.format("inc_b"), (1, 2), (3,), (-3.0,), "stop", 1)}  # fmt: skip
+    learner = _RecordingLearner(RecordingEngine(names), AlgorithmConfig(max_staleness=3))
+    result = train_on_tasks(tasks, learner, executor, PipelineConfig(kinds=("solve",)),
+                            SamplingConfig(n=4, temperature=1.0, max_tokens=16, seed=1), round_index=3,
+                            reuse=reuse, replay=replay_answers(found, problems))  # fmt: skip
+    assert result.replayed_groups == 1 and learner.engine.asked == []  # every group came from phase 1
+    samples = learner.samples[0]
+    groups = {g: [s for s in samples if s.group == g] for g in {s.group for s in samples}}
+    assert sorted(len(g) for g in groups.values()) == [4, 4, 4]  # down-sampled to the group size
+    replayed = [s for s in samples if s.replayed]
+    assert len(replayed) == 1
+    assert replayed[0].logprobs == (-2.5, -0.1, -0.2) and replayed[0].version == 0 and replayed[0].reward == 1.0
+    (mine,) = [g for g in groups.values() if any(s.replayed for s in g)]
+    assert [s.reward for s in mine].count(1.0) == 1  # the replay and three fresh failures: a group with signal
+    b_rows = [r for r in result.rollouts if r.task_id == tasks[1].task_id]
+    assert [r.reward for r in b_rows].count(1.0) == 1 and not any(r.replayed for r in b_rows)  # the fresh pass kept
+    assert sum(r.replayed for r in result.rollouts) == 1 and len(result.rollouts) == 12
+
+
+def test_without_replay_a_discovery_group_trains_its_max_variance_subset(executor):
+    problem = Problem("Toy/0", "toy", "Write inc_a: add one.", "inc_a", (TestCase((1,), 2),))
+    tasks, _ = build_tasks([problem], [], [], ("solve",), BuildOptions())
+    group = [_completion(WRONG.format("inc_a"), 5)] * 7 + [_completion(RIGHT.format("inc_a"), 5)]
+    learner = _RecordingLearner(RecordingEngine(["inc_a"]), AlgorithmConfig(max_staleness=3))
+    result = train_on_tasks(tasks, learner, executor, PipelineConfig(kinds=("solve",)),
+                            SamplingConfig(n=4, temperature=1.0, max_tokens=16, seed=1), round_index=1,
+                            reuse={tasks[0].prompt: group})  # fmt: skip
+    assert [s.reward for s in learner.samples[0]] == [0.0, 0.0, 0.0, 1.0] and result.replayed_groups == 0

@@ -290,3 +290,23 @@ def test_aggregator_pushes_into_the_real_engine(vllm_engine, device):
     with torch.no_grad():
         logp, _ = token_logprobs_and_entropy(policy.module, mb.input_ids, mb.attention_mask, mb.response_mask, with_entropy=False)
     assert float(((logp - mb.old_log_probs).abs() * mb.response_mask).max()) <= 1e-4
+
+
+def test_a_replayed_answer_trains_past_max_staleness_under_the_clip(device):
+    """A replayed answer (an earlier round's pass, `Sample.replayed`) is exempt from
+    `max_staleness`; its recorded log-probs are the behaviour policy, so the PPO ratio against
+    them is clipped. A stale sample that is not replayed is still dropped."""
+    policy = _policy(device)
+    cfg = AlgorithmConfig(micro_batch_size=4, accum_steps=1, update_steps=1, max_staleness=1, clip_ratio_low=0.2,
+                          clip_ratio_high=0.2)  # fmt: skip
+    agg = Aggregator(policy, torch.optim.SGD(policy.parameters(), lr=0.01), cfg)
+    agg.version = 9
+    # recorded log-probs far below the policy's: ratio = exp(now - (-20)) >> 1 + 0.2 with a positive advantage
+    replayed = Sample((5, 6, 9), (7, 8, 10), (-20.0, -20.0, -20.0), 1.0, "g", 0, replayed=True)
+    stale = replace(replayed, replayed=False)
+    fresh = [Sample((5, 6, 9), (7, 8, 11), (-8.0, -8.0, -8.0), 0.0, "g", 9) for _ in range(2)]
+    summary = train_on_samples([replayed, *fresh], agg, cfg, engine=None, pad_token_id=0)
+    assert summary.used == 3 and summary.dropped_stale == 0 and summary.steps == 1
+    assert summary.losses["pg_clipfrac"] > 0  # the replayed answer's tokens hit the clip
+    summary = train_on_samples([stale, *fresh], agg, cfg, engine=None, pad_token_id=0)
+    assert summary.used == 2 and summary.dropped_stale == 1

@@ -62,6 +62,12 @@ class PipelineConfig:
     # with probability max(selective_keep ** z, selective_floor); 1.0 draws every problem every round
     selective_keep: float = 1.0
     selective_floor: float = 0.25
+    # discovery (pipeline/discovery.py): phase 1 samples `discovery_n` programs for a problem no sample has
+    # passed the visible example of yet (0: `num_programs` for every problem); groups larger than the group
+    # size train on its max-variance subset; `replay` offers each problem's newest passing answer to its
+    # later groups where no fresh sample passes (off-policy, under the PPO clip)
+    discovery_n: int = 0
+    replay: bool = False
 
     def __post_init__(self):
         object.__setattr__(self, "mix", tuple(str(m) for m in self.mix))
@@ -94,6 +100,8 @@ class PipelineConfig:
                             "programs that fail one (a label by the back door): set keep_passing_visible=false")
         if self.solve_reward not in SOLVE_REWARDS:
             problems.append(f"solve_reward must be one of {SOLVE_REWARDS}, got {self.solve_reward!r}")
+        if self.discovery_n < 0:
+            problems.append(f"discovery_n must be >= 0 (0: no wider budget for unsolved problems), got {self.discovery_n}")
         if self.num_programs < 0 or self.num_proposed_inputs < 0 or self.induction_shown < 1:
             problems.append("num_programs and num_proposed_inputs must be >= 0, induction_shown >= 1")
         if problems:

@@ -13,8 +13,8 @@ from __future__ import annotations
 import random
 import time
 from collections import Counter
-from dataclasses import dataclass, field
-from typing import Callable, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Callable, Mapping, Sequence
 
 from unified.kinds import KINDS, SOLVE, BuildOptions
 from unified.kinds.agreement import votes_per_program
@@ -43,6 +43,8 @@ class RoundData:
     rejections: tuple[Rejection, ...]
     timings: dict  # phase name -> seconds
     program_completions: dict = field(default_factory=dict)  # problem id -> phase 1's K completions, as sampled
+    # phase 1's programs that return every visible example's value (problems with at least one such example)
+    visible_passing: frozenset = frozenset()
 
     def rejection_counts(self) -> Counter:
         """(stage, reason, kind) -> count; kind is "" before tasks exist."""
@@ -64,10 +66,12 @@ def build_round_data(
     seed: int = 0,
     on_phase: Callable[[str, float], None] | None = None,
     train_on: frozenset[str] | None = None,
+    budget: Mapping[str, int] | None = None,
 ) -> RoundData:
     """`on_phase(name, seconds)` is called as each sub-phase ends (progress bars, logs).
     `train_on`: the problem ids phases 1-4 run on (selective sampling; None: all); the
-    greedy evaluation runs on every problem."""
+    greedy evaluation runs on every problem. `budget`: problem id -> phase 1's samples
+    (pipeline/discovery.py; None: `num_programs` each)."""
     round_seed = seed * 100_003 + round_index  # differs per round, reproducible per run
     lap, rejections = _Laps(on_phase), []
     pass_at_1 = {p.problem_id: None for p in problems}
@@ -76,9 +80,10 @@ def build_round_data(
     lap("baseline")
     if train_on is not None:
         problems = [p for p in problems if p.problem_id in train_on]
-    (candidates, completions), kept, passing = _phase_1(problems, generator, executor, cfg, round_seed, rejections)
+    (candidates, completions), kept, passing = _phase_1(problems, generator, executor, cfg, round_seed, rejections, budget)
     lap("phase_1")
-    triples = _phase_2(problems, kept, generator, executor, cfg, round_seed, rejections) if cfg.needs_triples else []
+    selfplay = [p for p in kept if _within_group(p, cfg.num_programs) or p.program_id in passing]  # a wider budget is for solve
+    triples = _phase_2(problems, selfplay, generator, executor, cfg, round_seed, rejections) if cfg.needs_triples else []
     lap("phase_2")
     opts = BuildOptions(
         shown_pairs=cfg.induction_shown,
@@ -91,7 +96,7 @@ def build_round_data(
         agreement_min_votes=cfg.agreement_min_votes,
         visible_failures={r.subject: r.detail for r in rejections if r.reason == "fails_visible"},
     )
-    candidate_tasks = _collect(rejections, phase3.build_tasks(problems, kept, triples, cfg.kinds, opts))
+    candidate_tasks = _collect(rejections, phase3.build_tasks(problems, selfplay, triples, cfg.kinds, opts))
     lap("phase_3")
     tasks = _collect(rejections, validate.validate_tasks(candidate_tasks, triples, cfg.max_tasks_per_kind_per_problem,
                                                          cfg.balance_kinds, round_seed, cfg.partial_credit))  # fmt: skip
@@ -99,29 +104,60 @@ def build_round_data(
     tasks = _collect(rejections, cap_tasks(tasks, cfg.max_tasks, round_seed))
     lap("phase_4")
     return RoundData(round_index=round_index, problems=tuple(problems), pass_at_1=pass_at_1,
-                     program_candidates=tuple(candidates), programs=tuple(kept), program_completions=completions,
+                     program_candidates=tuple(candidates), programs=tuple(selfplay), program_completions=completions,
+                     visible_passing=frozenset(_with_examples(passing, problems)),
                      triples=tuple(triples),
                      candidate_tasks=tuple(candidate_tasks), tasks=tuple(tasks), rejections=tuple(rejections),
                      timings=lap.timings)  # fmt: skip
 
 
-def _phase_1(problems, generator: Generator, executor, cfg: PipelineConfig, round_seed: int, rejections: list):
-    """K candidate programs per problem (plus canonical seeds), deduplicated, checked on the
-    visible examples. A program that fails one still defines its own answers for the kinds
-    that read only the program; `passing` says which ones agree with the problem text."""
+def _phase_1(problems, generator: Generator, executor, cfg: PipelineConfig, round_seed: int, rejections: list,
+             budget: Mapping[str, int] | None = None):  # fmt: skip
+    """K candidate programs per problem (plus canonical seeds; `budget`: K per problem),
+    deduplicated, checked on the visible examples. A program that fails one still defines its
+    own answers for the kinds that read only the program; `passing` says which ones agree
+    with the problem text."""
     candidates: list[Program] = phase1.canonical_programs(problems) if cfg.seed_programs == "canonical" else []
     completions: dict = {}
     if cfg.num_programs > 0:
-        sampling = program_sampling(cfg, round_seed)
-        shaped = SOLVE in cfg.constrain  # phase 1's programs are the solve kind's groups: one distribution
-        generated, completions = _collect(rejections, phase1.generate_programs(problems, generator, sampling, shaped,
-                                                                               cfg.program_end))  # fmt: skip
+        generated, completions = _sample_programs(problems, generator, cfg, round_seed, rejections, budget)
         candidates += generated
     kept = _collect(rejections, phase1.deduplicate(candidates))
     passing = _collect(rejections, phase1.check_visible(kept, problems, executor.run_batch))
     if cfg.keep_passing_visible:
         kept = [p for p in kept if p.program_id in passing]
     return (candidates, completions), kept, passing
+
+
+def _sample_programs(problems, generator: Generator, cfg: PipelineConfig, round_seed: int, rejections: list,
+                     budget: Mapping[str, int] | None) -> tuple[list[Program], dict]:  # fmt: skip
+    """Phase 1's generation: one call per distinct sample count (in ascending order), the
+    programs back in the problems' order."""
+    sizes = {p.problem_id: (budget or {}).get(p.problem_id, cfg.num_programs) for p in problems}
+    shaped = SOLVE in cfg.constrain  # phase 1's programs are the solve kind's groups: one distribution
+    programs, completions = {}, {}
+    for n in sorted(set(sizes.values())):
+        mine = [p for p in problems if sizes[p.problem_id] == n]
+        sampling = replace(program_sampling(cfg, round_seed), n=n)
+        generated, groups = _collect(rejections, phase1.generate_programs(mine, generator, sampling, shaped, cfg.program_end))
+        completions.update(groups)
+        for prog in generated:
+            programs.setdefault(prog.problem_id, []).append(prog)
+    return [prog for p in problems for prog in programs.get(p.problem_id, [])], {p.problem_id: completions[p.problem_id]
+                                                                                   for p in problems if p.problem_id in completions}  # fmt: skip
+
+
+def _within_group(program: Program, n: int) -> bool:
+    """A sampled program among its problem's first `n` (ids `<problem>#p<i>`); seeds count too."""
+    index = program.program_id.rpartition("#p")[2]
+    return not index.isdigit() or int(index) < n
+
+
+def _with_examples(passing: set[str], problems) -> set[str]:
+    """The passing programs of problems with a visible example that has a value (with none,
+    every program passes a vacuous check)."""
+    checked = {p.problem_id for p in problems if any(c.expected is not None for c in p.visible)}
+    return {pid for pid in passing if pid.rpartition("#")[0] in checked}
 
 
 def program_sampling(cfg: PipelineConfig, round_seed: int) -> SamplingConfig:

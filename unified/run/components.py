@@ -18,7 +18,7 @@ import logging
 import os
 import random
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -42,7 +42,7 @@ from unified.trainer.distributed import DistInfo, all_gather, init_distributed, 
 from unified.trainer.engine import Engine, SamplingConfig, build_engine_from_config
 from unified.trainer.losses import check_algorithm
 from unified.trainer.policy import Policy, build_policy_from_config
-from unified.types import Problem
+from unified.types import Completion, Problem
 
 if TYPE_CHECKING:
     from transformers import PreTrainedTokenizerBase
@@ -71,6 +71,8 @@ class Components:
     dtype: str = "float32"  # the compute dtype model.dtype resolved to (policy and engine alike)
     # problem id -> one bool per round it was drawn: whether a group of it had signal (pipeline/selective.py)
     signal_history: dict = field(default_factory=dict)
+    # problem id -> its newest phase-1 completion that passed the visible examples (pipeline/discovery.py)
+    found: dict = field(default_factory=dict)
 
     @property
     def checkpoint_dir(self) -> Path:
@@ -156,19 +158,21 @@ def build_components(cfg: TrainConfig, inputs: Inputs) -> Components:
     ref_policy = reference_policy(cfg, info.device, dtype) if cfg.algorithm.use_kl_loss else None
     aggregator = build_aggregator(cfg.algorithm, policy, snapshot_dir=out_dir / "snapshots")
     ledger = ComputeLedger()
-    start, history, signals = _restore(resume, aggregator, engine, ledger, info.rank) if resume is not None else (1, [], {})
+    start, history, signals, found = _restore(resume, aggregator, engine, ledger, info.rank) if resume is not None else (1, [], {}, {})
     colocation = Colocation(engine, resolve_sleep(rollout.sleep_between_phases, rollout.backend))
     learner = Learner(aggregator, cfg.algorithm, engine, tokenizer.pad_token_id, t.update_weights, colocation, ref_policy, ledger)
     return Components(cfg, info, problems, all_ids, tokenizer, policy, engine, executor, aggregator, learner,
-                      inputs.config_yaml, out_dir, start, resume, ledger, history, dtype, signals)  # fmt: skip
+                      inputs.config_yaml, out_dir, start, resume, ledger, history, dtype, signals, found)  # fmt: skip
 
 
-def _restore(resume: Path, aggregator, engine, ledger, rank: int) -> tuple[int, list, dict]:
+def _restore(resume: Path, aggregator, engine, ledger, rank: int) -> tuple[int, list, dict, dict]:
     """The checkpoint's optimizer, aggregator, compute ledger and RNG state, in place;
     -> (the first round to run, the eval history for the scaling fit, each problem's
-    signal history for selective sampling)."""
+    signal history for selective sampling, each problem's found passing answer)."""
     state, optimizer_state = ckpt.load_checkpoint(resume)
     history, signals = [], {pid: tuple(h) for pid, h in state.get("signal_history", {}).items()}
+    found = {pid: Completion(**{k: tuple(v) if isinstance(v, list) else v for k, v in c.items()})
+             for pid, c in state.get("found", {}).items()}  # fmt: skip
     if "compute" in state:
         ledgers = state["compute"]
         ledger.load_state_dict(ledgers[rank] if rank < len(ledgers) else ledgers[0])
@@ -180,7 +184,7 @@ def _restore(resume: Path, aggregator, engine, ledger, rank: int) -> tuple[int, 
     ckpt.set_rng_state(state["rng"])
     start = int(state["round"]) + 1
     log.info("resumed from %s: continuing at round %d (version %d)", resume, start, aggregator.version)
-    return start, history, signals
+    return start, history, signals, found
 
 
 def reference_policy(cfg: TrainConfig, device, dtype: str):
@@ -211,6 +215,7 @@ def save(c: Components, round_index: int) -> Path | None:
     optimizer_state = c.aggregator.optimizer_state_dict()  # gathered on every rank
     ledgers = all_gather(c.ledger.state_dict())  # each rank's own compute, restored per rank
     signals = {pid: list(h) for part in all_gather(c.signal_history) for pid, h in part.items()}  # every rank's problems
+    found = {pid: asdict(comp) for part in all_gather(c.found) for pid, comp in part.items()}
     state_dict = c.policy.full_state_dict()  # adapters merged: what transformers and vLLM load
     adapter = c.policy.adapter_state()
     if c.dist.rank != 0:
@@ -227,7 +232,7 @@ def save(c: Components, round_index: int) -> Path | None:
         write_model=write_model,
         optimizer_state=optimizer_state,
         state={"aggregator": c.aggregator.state_dict(), "world_size": c.dist.world_size,
-               "compute": ledgers, "eval_history": list(c.eval_history), "signal_history": signals},
+               "compute": ledgers, "eval_history": list(c.eval_history), "signal_history": signals, "found": found},
         config_yaml=c.config_yaml,
         keep=c.cfg.trainer.keep_checkpoints,
     )

@@ -30,12 +30,12 @@ from unified.eval.evaluate import EvalResult, evaluate, write_results_json, writ
 from unified.eval.pass_at_k import round_pass_at_k
 from unified.eval.scaling_fit import fit_metrics, write_fit_summary
 from unified.kinds import SOLVE
-from unified.pipeline import selective
+from unified.pipeline import discovery, selective
 from unified.pipeline.parquet_io import write_round, write_rows
 from unified.pipeline.phases import build_round_data
 from unified.run import metrics
 from unified.run.components import Components, build_components, check_inputs, close, phase_engine, save
-from unified.run.phase5 import Phase5Result, phase_1_groups, train_on_tasks
+from unified.run.phase5 import Phase5Result, phase_1_groups, replay_answers, train_on_tasks
 from unified.run.plots import plot_run
 from unified.run.runlog import FolderGuard, RunLock, RunLog, check_run_folder, memory_stats
 from unified.run.stopping import StopRequest
@@ -127,12 +127,15 @@ def run_round(run: Components, runlog: RunLog, r: int, stop: StopRequest) -> boo
         result, rows = update_policy(run, r, data)
     signal = selective.problems_with_signal(_groups(data.tasks, result.rollouts))
     run.signal_history.update(selective.observe(run.signal_history, selection.drawn, signal))
+    run.found.update(discovery.update_found(run.found, data.program_completions, data.visible_passing))
     gc.collect()  # free between rounds; the engine stays
     if torch.cuda.is_available():
         torch.cuda.empty_cache()
     scalars = {**metrics.pipeline_metrics(all_data), **metrics.rollout_metrics(rows)}
     scalars.update(metrics.train_metrics(all_gather(result.train)))
     scalars["train/reused_groups"] = all_reduce_int(result.reused_groups, "sum")
+    scalars["train/replayed_groups"] = all_reduce_int(result.replayed_groups, "sum")
+    scalars["tasks/found_total"] = all_reduce_int(len(run.found), "max")  # problems with a passing sample so far
     scalars.update(metrics.selection_metrics(all_gather((len(selection.drawn), len(selection.skipped), len(signal)))))
     scalars.update(_pass_at_k(run, data))
     scalars.update(_agreement(run, data))
@@ -165,12 +168,20 @@ def make_tasks(run: Components, r: int, selection: selective.Selection):
     pipeline = replace(pipeline, evaluate_baseline=pipeline.evaluate_baseline and evaluate)
     with _bar(f"round {r} phases 1-4", 5, run) as bar, phase_engine(run) as engine:
         data = build_round_data(run.problems, engine, run.executor, pipeline, r, run.cfg.seed, lambda *_: bar.update(),
-                                train_on=frozenset(selection.drawn))  # fmt: skip
+                                train_on=frozenset(selection.drawn), budget=sample_budget(run, selection))  # fmt: skip
     all_data = metrics.merge_rounds(all_gather(data))
     if run.dist.is_main:
         write_round(run.out_dir / f"round_{r}", all_data)
     log.info("round %d: %d tasks kept of %d candidates", r, len(all_data.tasks), len(all_data.candidate_tasks))
     return data, all_data
+
+
+def sample_budget(run: Components, selection: selective.Selection) -> dict | None:
+    """Phase 1's samples per drawn problem (`pipeline.discovery_n`; None: the group size everywhere)."""
+    pipeline = run.cfg.pipeline
+    if not pipeline.discovery_n:
+        return None
+    return discovery.samples_per_problem(selection.drawn, run.found, pipeline.num_programs, pipeline.discovery_n)
 
 
 def update_policy(run: Components, r: int, data) -> tuple[Phase5Result, list[Rollout]]:
@@ -181,8 +192,9 @@ def update_policy(run: Components, r: int, data) -> tuple[Phase5Result, list[Rol
     else:
         sampling = run.cfg.rollout.sampling(seed=(run.cfg.seed * 100_003 + r) * 7919)
         with _bar(f"round {r} phase 5", None, run) as bar, phase_engine(run) as engine:
+            replay = replay_answers(run.found, data.problems) if run.cfg.pipeline.replay else None
             result = train_on_tasks(tasks, run.learner.on(engine), run.executor, run.cfg.pipeline, sampling, round_index=r,
-                                    on_chunk=bar.update, reuse=phase_1_groups(data, run.cfg.pipeline, sampling))  # fmt: skip
+                                    on_chunk=bar.update, reuse=phase_1_groups(data, run.cfg.pipeline, sampling), replay=replay)  # fmt: skip
     rows = [row for part in all_gather(list(result.rollouts)) for row in part]
     if run.dist.is_main:
         write_rows(run.out_dir / f"round_{r}", "rollouts", [asdict(row) for row in rows])

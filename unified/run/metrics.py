@@ -43,7 +43,9 @@ def merge_rounds(parts: Sequence):
     pass_at_1 = {k: v for p in parts for k, v in p.pass_at_1.items()}
     completions = {k: v for p in parts for k, v in p.program_completions.items()}
     timings = {k: max(p.timings.get(k, 0.0) for p in parts) for k in first.timings}
-    return replace(first, pass_at_1=pass_at_1, timings=timings, program_completions=completions, **joined)
+    passing = frozenset(x for p in parts for x in p.visible_passing)
+    return replace(first, pass_at_1=pass_at_1, timings=timings, program_completions=completions, visible_passing=passing,
+                   **joined)  # fmt: skip
 
 
 def colocation_metrics(colocation) -> dict:
@@ -63,6 +65,8 @@ def pipeline_metrics(data) -> dict:
     out["tasks/programs_kept"] = len(data.programs)
     out["tasks/programs_generated"] = len(data.program_candidates)
     out["tasks/triples"] = len(data.triples)
+    out["tasks/samples_phase_1"] = sum(len(g) for g in data.program_completions.values())
+    out["tasks/found_problems"] = len({pid.rpartition("#")[0] for pid in data.visible_passing})  # a sample passed the visible example
     for (stage, reason, kind), count in sorted(data.rejection_counts().items()):
         out[f"tasks/rejected/{stage}/{reason}" + (f"/{kind}" if kind else "")] = count
     measured = [v for v in data.pass_at_1.values() if v is not None]

@@ -66,7 +66,7 @@ def train_on_samples(
         prefix.recording = False
     for _epoch in range(cfg.ppo_epochs):
         for chunk in _step_chunks(pairs, cfg.samples_per_step):  # one chunk = one optimizer step
-            fresh = aggregator.filter_stale(chunk, version_of=lambda pair: pair[0].version)
+            fresh = within_staleness(chunk, aggregator)
             record.used += len(fresh)
             record.dropped_stale += len(chunk) - len(fresh)
             batches = _micro_batches(fresh, cfg, pad_token_id)  # as many on every rank
@@ -82,6 +82,14 @@ def train_on_samples(
                 push = push_weights(engine, policy, result.version)
             record.step(result, push)
     return record.stats(samples=len(samples), version=aggregator.version, **counts)
+
+
+def within_staleness(chunk: list, aggregator: Aggregator) -> list:
+    """The (sample, advantage) pairs of one step that are fresh enough to train, in order: a
+    replayed answer (`Sample.replayed`, from an earlier round) is exempt from `max_staleness`;
+    the PPO clip against its recorded log-probs bounds its update instead."""
+    kept = {id(pair) for pair in aggregator.filter_stale([p for p in chunk if not p[0].replayed], version_of=lambda p: p[0].version)}
+    return [pair for pair in chunk if pair[0].replayed or id(pair) in kept]
 
 
 def trainable(samples: Sequence[Sample], cfg: AlgorithmConfig) -> tuple[list[tuple[Sample, torch.Tensor]], dict]:
