@@ -136,6 +136,41 @@ def run_all(args, ids, base: Path, overrides: list[str]) -> int:
     return 0
 
 
+def run_select(args, ids, base: Path, env: dict) -> int:
+    """`--select-visible N`: the answer a user gets (the first of N samples that passes the
+    visible examples, else the greedy one) for the control and seed 0's weights."""
+    if not args.select_visible:
+        return 0
+    seed0 = base / f"seed{args.seeds[0]}"
+    for model, out in ((args.model, base / "select_control"), (str(seed0 / "run" / "checkpoints"), seed0 / "select_after")):
+        if not _done(out):
+            cmd = evaluate_cmd(args, ids, model, out, args.select_visible) + ["--select", "visible"]
+            if _run(cmd, out.with_suffix(".log"), env).wait() != 0:
+                return _fail(f"--select visible of {model}", out.with_suffix(".log"))
+    return 0
+
+
+def select_block(args, ids: list[str], base: Path) -> dict | None:
+    """`select_visible` of the result: filtered pass@1 of the control and of seed 0, with flips."""
+    from unified.eval.gain_stats import summary
+
+    control = _json(base / "select_control" / "eval_results.json")
+    after = _json(base / f"seed{args.seeds[0]}" / "select_after" / "eval_results.json")
+    if not (control.get("complete") and after.get("complete")):
+        return None
+    key = "per_problem_select_visible"
+    before, mine = {i: control[key].get(i) for i in ids}, {i: after[key].get(i) for i in ids}
+    stats = summary(before, {args.seeds[0]: mine}, [])
+    return {"n": args.select_visible, "seed": args.seeds[0], "control_pass_at_1": control.get("pass@1_select_visible"),
+            "pass_at_1_after": after.get("pass@1_select_visible"), "control_greedy_pass_at_1": control.get("pass@1"),
+            "greedy_pass_at_1_after": after.get("pass@1"), "filter_passed_control": control["select_visible"]["filter_passed"],
+            "filter_passed_after": after["select_visible"]["filter_passed"], "per_seed": stats.get("per_seed"),
+            "flips_gained": stats.get("flips_gained"), "flips_lost": stats.get("flips_lost"), "mcnemar_p": stats.get("mcnemar_p"),
+            "per_problem_control": before, "per_problem_after": mine,
+            "rule": "per problem, the first of n samples (T as sampled pass@k) that passes the visible examples; "
+                    "the greedy answer where none does; scored on the hidden tests"}  # fmt: skip
+
+
 def control_dirs(args) -> list[str]:
     """The base model's evaluations: `before` and `--control-repeats` - 1 more (`control_2`, ...)."""
     return ["before", *(f"control_{k}" for k in range(2, args.control_repeats + 1))]
@@ -191,6 +226,12 @@ def collect(args, ids: list[str], base: Path, overrides: list[str]) -> dict:
     for seed in seeds:  # what each flip was, before and after
         classes = before.get("per_problem_class"), after_json[seed["seed"]].get("per_problem_class")
         seed["flip_classes"] = flip_classes(*classes, steady, afters[seed["seed"]]) if all(classes) else None
+    for seed in seeds:  # discovery: problems with a sample passing the visible example, per round and in any round
+        rounds = seed["metrics_per_round"]
+        seed["signal_problems"] = [r.get("tasks/found_problems") for r in rounds]
+        seed["signal_problems_any_round"] = rounds[-1].get("tasks/found_total") if rounds else None
+        seed["generated_tokens"] = rounds[-1].get("compute/generation_tokens") if rounds else None
+    gained_sets = {s: sorted(i for i in steady if not steady[i] and afters[s].get(i)) for s in afters}
     after_mean = sum(x["pass_at_1_after"] for x in seeds) / len(seeds) if seeds else None
     sampled_after = [x["sampled_pass_at_1_after"] for x in seeds if x["sampled_pass_at_1_after"] is not None]
     return {
@@ -205,6 +246,11 @@ def collect(args, ids: list[str], base: Path, overrides: list[str]) -> dict:
         "pass_at_k_before": before.get("pass_at_k", {}), "control_classes": before.get("classes"),
         "control_classes_source": before.get("per_problem_class_source", "this run's control evaluation"), "headroom": len(headroom), "headroom_problems": headroom,
         "per_problem_before": control, "complete": len(seeds) == len(args.seeds),
+        "signal_problems": {str(x["seed"]): x["signal_problems"] for x in seeds},  # per seed, per round
+        "signal_problems_any_round": {str(x["seed"]): x["signal_problems_any_round"] for x in seeds},
+        "generated_tokens": {str(x["seed"]): x["generated_tokens"] for x in seeds},
+        "gained_problems": {str(s): g for s, g in gained_sets.items()},
+        "distinct_gained": len({i for g in gained_sets.values() for i in g}),
         # the control repeated (issue: greedy in bf16 depends on the batch); problems whose control differs between
         # repeats are noise, left out of every figure above and listed here
         "noisy_problems": noisy, "control_repeats": hidden.get("control_repeats", 1),
@@ -304,6 +350,8 @@ def main() -> int:
     p.add_argument("--parallel", action="store_true", help="train all seeds at once (one thread each)")
     p.add_argument("--control-repeats", type=int, default=3,
                    help="evaluations of the base model; problems whose greedy outcome differs between them are noise")
+    p.add_argument("--select-visible", type=int, default=0, metavar="N",
+                   help="also evaluate the control and seed 0 with --n N --select visible (filtered pass@1: `select_visible`)")
     p.add_argument("--collect", action="store_true", help="only rebuild the JSON from the run folders")
     # the run folders and result names keep the script's old name: committed results and resumed runs use them
     p.add_argument("--runs-dir", default=str(REPO / "logs" / "bench" / "test_time_gain"))
@@ -320,9 +368,12 @@ def main() -> int:
     base = Path(args.runs_dir) / f"{args.benchmark}-{args.split}-{args.offset}+{len(ids)}x{args.rounds}"
     if not args.collect and (code := run_all(args, ids, base, overrides)) != 0:
         return code
+    if not args.collect and (code := run_select(args, ids, base, {**os.environ, "PYTHONUNBUFFERED": "1"})) != 0:
+        return code
     write_weights(args, base)
     result = attach(collect(args, ids, base, overrides), curve=_json(args.curve) if args.curve else None,
                     transfer=_json(args.transfer) if args.transfer else None)  # fmt: skip
+    result["select_visible"] = select_block(args, ids, base)
     suffix = "" if args.benchmark == "mbpp" else f"_{args.benchmark}"
     out = Path(args.output or REPO / "logs" / "bench" / f"test_time_gain{suffix}.json")
     out.parent.mkdir(parents=True, exist_ok=True)

@@ -46,6 +46,33 @@ def test_collect_reports_each_flips_class_and_the_net_format_logic_split(tmp_pat
     assert out["gain_split"] == {"format": 1.0, "logic": 0.0}
     assert out["pass_at_k_before"]["16"] == 0.3 and seed["pass_at_k_after"]["16"] == 0.3
     assert out["flips_gained"] == 2 and out["flips_lost"] == 1  # p5 left out of the statistics
+    assert out["gained_problems"] == {"0": ["p1", "p2"]} and out["distinct_gained"] == 2  # noisy p5 is no gain
+    assert out["settings"]["cpu"]["kind"] and out["settings"]["commit"]
+
+
+def test_collect_reports_discovery_per_round_and_the_filtered_pass_at_1(tmp_path):
+    _eval(tmp_path / "before", CONTROL, CONTROL_CLASS)
+    _eval(tmp_path / "seed0" / "after", {**CONTROL, "p1": 1.0}, {**CONTROL_CLASS, "p1": "pass"})
+    rows = [{"round": 1, "tasks/found_problems": 3, "tasks/found_total": 3, "compute/generation_tokens": 100},
+            {"round": 2, "tasks/found_problems": 2, "tasks/found_total": 4, "compute/generation_tokens": 180}]
+    (tmp_path / "seed0" / "run").mkdir()
+    (tmp_path / "seed0" / "run" / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    select = lambda per: {"complete": True, "pass@1": 0.2, "pass@1_select_visible": sum(per.values()) / len(per),  # noqa: E731
+                          "per_problem_select_visible": per, "select_visible": {"filter_passed": 2}}  # fmt: skip
+    (tmp_path / "select_control").mkdir()
+    (tmp_path / "select_control" / "eval_results.json").write_text(json.dumps(select(CONTROL)))
+    (tmp_path / "seed0" / "select_after").mkdir()
+    (tmp_path / "seed0" / "select_after" / "eval_results.json").write_text(json.dumps(select({**CONTROL, "p2": 1.0, "p4": 1.0})))
+    args = Namespace(seeds=[0], control_repeats=1, benchmark="mbpp", rounds=2, weights=str(tmp_path / "w"), model="tiny",
+                     split="tune", offset=0, n=16, temperature=1.0, parallel=False, select_visible=8)  # fmt: skip
+    out = learning_gain.collect(args, IDS, tmp_path, [])
+    assert out["signal_problems"] == {"0": [3, 2]} and out["signal_problems_any_round"] == {"0": 4}
+    assert out["generated_tokens"] == {"0": 180}
+    block = learning_gain.select_block(args, IDS, tmp_path)
+    assert (block["control_pass_at_1"], block["pass_at_1_after"]) == (0.2, 0.6)
+    assert (block["flips_gained"], block["flips_lost"]) == (2, 0) and block["n"] == 8
+    (tmp_path / "seed0" / "select_after" / "eval_results.json").write_text(json.dumps({"complete": False}))
+    assert learning_gain.select_block(args, IDS, tmp_path) is None  # an unfinished evaluation reports nothing
 
 
 def _result(rounds=8):

@@ -85,3 +85,21 @@ def test_a_round_and_its_rewards_never_read_the_hidden_tests(source):
         assert len(solve) == 2 and all(t.cases for t in solve)  # agreement: the two identical programs are one cluster
         scores = score_rollouts(data.tasks, [[t.gold or "x", "nonsense"] for t in data.tasks], ex, cfg)
         assert len(scores) == len(data.tasks)
+
+
+def test_select_visible_picks_without_reading_the_hidden_tests():
+    """`--select visible` (unified/eval/select.py) chooses among samples on the visible examples
+    alone: problems whose hidden tests explode when read get their pick, the first passing one."""
+    from unified.eval.select import select_visible
+    from unified.types import Program
+
+    with build_executor(ExecutorConfig(workers=1)) as ex:
+        problems = with_expected_outputs(load_problems("mbpp", ids=["Mbpp/2", "Mbpp/3"]), ex.run_batch)
+        sealed = [replace(p, hidden=Tripwire(), hidden_test_code="") for p in problems]
+        right = {p.problem_id: p.canonical_solution for p in problems}
+        programs = [Program("Mbpp/2", "Mbpp/2#p0", "def similar_elements(a, b):\n    return ()\n", "similar_elements"),
+                    Program("Mbpp/2", "Mbpp/2#p1", right["Mbpp/2"], "similar_elements"),
+                    Program("Mbpp/2", "Mbpp/2#p2", right["Mbpp/2"], "similar_elements"),
+                    Program("Mbpp/3", "Mbpp/3#p0", "def is_not_prime(n):\n    return None\n", "is_not_prime")]  # fmt: skip
+        chosen = select_visible(sealed, programs, ex.run_batch)
+    assert {pid: (p.program_id if p else None) for pid, p in chosen.items()} == {"Mbpp/2": "Mbpp/2#p1", "Mbpp/3": None}

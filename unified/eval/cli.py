@@ -3,6 +3,7 @@
     python -m unified.eval --benchmark mbpp --model smollm2                all 399 MBPP+ problems (398 with hidden tests)
     python -m unified.eval --benchmark humaneval --model logs/x/checkpoints/round_000002
     python -m unified.eval ... --resume                                    continue a killed run
+    python -m unified.eval ... --n 8 --select visible                      also: the first of 8 samples that passes the visible examples
     python -m unified.eval --benchmark mbpp --samples FILE.jsonl --output DIR
 
 With a model: problems run in batches behind a progress bar; after each batch its rows are
@@ -53,6 +54,8 @@ def build_parser(prog: str = PROG) -> argparse.ArgumentParser:
     p.add_argument("--batch-size", type=whole_number("--batch-size", minimum=1), default=16, help="problems per batch (results are saved after each)")
     p.add_argument("--dtype", default="auto")
     p.add_argument("--n", type=whole_number("--n", minimum=1), default=1, help="also sample N programs per problem and report unbiased pass@k (k=1,4,16,...,N)")
+    p.add_argument("--select", choices=("visible",), default=None,
+                   help="with --n: also report the pass@1 of the first sample that passes the visible examples (else the greedy answer)")
     p.add_argument("--temperature", type=float, default=1.0, help="sampling temperature of the --n samples (greedy pass@1 is always measured too)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--workers", type=whole_number("--workers", minimum=1), default=2, help="sandbox worker processes")
@@ -132,10 +135,13 @@ def _all(args) -> list:
 def evaluate_model(args, problems: list) -> int:
     from unified.eval.run import EvalRun, model_budget
 
+    if args.select and args.n < 2:
+        raise UserError("--select visible picks among sampled programs: give --n K (K >= 2), e.g. --n 8 --select visible")
     model_dir, name = _resolve(args.model)
     max_tokens, source = (args.max_tokens, "--max-tokens") if args.max_tokens else model_budget(args.model, model_dir)
     settings = {"benchmark": args.benchmark, "source": args.source, "model": model_dir, "model_arg": args.model or "tiny",
-                "max_tokens_from": source, "sampling": {"n": args.n, "temperature": args.temperature} if args.n > 1 else None}  # fmt: skip
+                "max_tokens_from": source, "sampling": {"n": args.n, "temperature": args.temperature, **({"select": args.select} if args.select else {})}
+                if args.n > 1 else None}  # fmt: skip
     key = _key(model_dir, args, max_tokens)
     out = Path(args.output or Path("logs") / "eval" / f"{args.benchmark}-{name}-{key}")
     _check_output(out, resume=args.resume)
@@ -161,8 +167,8 @@ def _key(model_dir: str, args, max_tokens: int) -> str:
     weights = sorted((f.name, f.stat().st_size, f.stat().st_mtime_ns) for f in folder.iterdir()
                      if f.suffix in (".safetensors", ".bin", ".gguf", ".pt"))  # fmt: skip
     ident = [str(folder), weights, args.benchmark, args.source, max_tokens, args.max_model_len, args.seed]
-    if getattr(args, "n", 1) > 1:  # sampled pass@k: its own folder per (n, temperature)
-        ident += [args.n, args.temperature]
+    if getattr(args, "n", 1) > 1:  # sampled pass@k: its own folder per (n, temperature, selection)
+        ident += [args.n, args.temperature] + ([args.select] if getattr(args, "select", None) else [])
     return hashlib.sha256(json.dumps(ident, default=str).encode()).hexdigest()[:10]
 
 

@@ -38,12 +38,19 @@ def pass_at_k(counts: dict[str, int], n: int, ks: Sequence[int]) -> dict[int, li
 def sampled_counts(problems, engine, executor, n: int, temperature: float, max_tokens: int, seed: int | None = 0) -> dict[str, int]:
     """problem_id -> how many of `n` samples at `temperature` (phase 1's program prompt and
     extraction) pass every hidden case: what `pass_at_k` needs for a model, not a round."""
+    problems, programs = sampled_programs(problems, engine, executor, n, temperature, max_tokens, seed)
+    return correct_counts(problems, programs, executor)
+
+
+def sampled_programs(problems, engine, executor, n: int, temperature: float, max_tokens: int, seed: int | None = 0):
+    """(the problems with expected values, the programs extracted from `n` samples each, in
+    sampling order): what `correct_counts` and `--select visible` read."""
     problems = list(problems)
     if needs_expected_outputs(problems):
         problems = with_expected_outputs(problems, executor.run_batch)
     sampling = SamplingConfig(n=n, temperature=temperature, max_tokens=max_tokens, seed=seed)
     (programs, _), _ = generate_programs(problems, engine, sampling)
-    return correct_counts(problems, programs, executor)
+    return problems, programs
 
 
 def ks_up_to(n: int) -> list[int]:

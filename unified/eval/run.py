@@ -119,14 +119,34 @@ class EvalRun:
             engine.close()
 
     def _with_sampled(self, rows: list[dict], batch: list, engine, executor) -> list[dict]:
-        """With --n > 1: each row also says how many of n samples pass (`correct`, `n`)."""
+        """With --n > 1: each row also says how many of n samples pass (`correct`, `n`); with
+        --select visible, whether the answer a user gets passes (`selected_visible`: the first
+        sample that passes the visible examples, else the greedy answer; `selected_from`)."""
         n = self.args.n
         if n <= 1:
             return rows
-        from unified.eval.pass_at_k import sampled_counts
+        from unified.eval.pass_at_k import correct_counts, sampled_programs
 
-        counts = sampled_counts(batch, engine, executor, n, self.args.temperature, self.budget["max_tokens"], self.args.seed)
-        return [{**r, "correct": counts.get(r["task_id"]), "n": n} for r in rows]
+        problems, programs = sampled_programs(batch, engine, executor, n, self.args.temperature, self.budget["max_tokens"],
+                                              self.args.seed)  # fmt: skip
+        counts = correct_counts(problems, programs, executor)
+        rows = [{**r, "correct": counts.get(r["task_id"]), "n": n} for r in rows]
+        if getattr(self.args, "select", None) != "visible":
+            return rows
+        from unified.eval.select import select_visible
+
+        chosen = select_visible(problems, programs, executor.run_batch)
+        picked = [prog for prog in chosen.values() if prog is not None]
+        passed = correct_counts(problems, picked, executor)  # one program per problem: 1 or 0
+
+        def pick(row: dict) -> dict:
+            program = chosen.get(row["task_id"])
+            if program is None:  # no sample passes the visible examples: the user keeps the greedy answer
+                return {"selected_from": "greedy", "selected_visible": row["passed"]}
+            hidden = None if row["passed"] is None else bool(passed.get(row["task_id"]))  # None: no hidden tests
+            return {"selected_from": program.program_id, "selected_visible": hidden}
+
+        return [{**r, **pick(r)} for r in rows]
 
     def _engine(self, backend: str):
         from unified.trainer.engine import build_engine
@@ -177,6 +197,7 @@ class EvalRun:
         result = EvalResult(sum(scored) / len(scored) if scored else 0.0, per_problem, [], self.budget, classes)
         extra = {} if seconds is None else {"seconds": round(seconds, 2)}
         extra.update(self._pass_at_k(chosen))
+        extra.update(_selected([self.done[t] for t in chosen]))
         extra.update(_evalplus_metric([self.done[t] for t in chosen]))
         write_results_json(result, self.out / RESULTS, **self.settings, selected=len(self.problems),
                            complete=len(chosen) == len(self.problems), **extra)  # fmt: skip
@@ -211,6 +232,19 @@ def _evalplus_metric(rows: list[dict]) -> dict:
     return {"metric": METRIC, "pass@1_evalplus": sum(scored) / len(scored) if scored else None,
             "per_problem_evalplus": {r["task_id"]: r["passed_evalplus"] for r in have},
             "evalplus_missing": len(rows) - len(have)}  # fmt: skip
+
+
+def _selected(rows: list[dict]) -> dict:
+    """`pass@1_select_visible` (the answer a user gets from --n samples filtered by the visible
+    examples, --select visible), per problem, and how many problems had a sample pass the filter."""
+    have = [r for r in rows if "selected_visible" in r]
+    if not have:
+        return {}
+    scored = [r["selected_visible"] for r in have if r["selected_visible"] is not None]
+    return {"pass@1_select_visible": sum(scored) / len(scored) if scored else None,
+            "per_problem_select_visible": {r["task_id"]: r["selected_visible"] for r in have},
+            "select_visible": {"problems": len(have), "filter_passed": sum(r["selected_from"] != "greedy" for r in have),
+                               "fallback": "the greedy answer where no sample passes the visible examples"}}  # fmt: skip
 
 
 def read_json(path: Path) -> dict:
