@@ -1,0 +1,56 @@
+"""Arms compared through their own CPU's control: paired where one CPU kind and one control,
+else the difference of the two gains with an interval over the shared problems."""
+
+import json
+
+import pytest
+
+from unified.eval.arm_gap import arm_block, compare, main
+from unified.errors import UserError
+
+IDS = [f"p{i}" for i in range(10)]
+
+
+def _result(kind: str, control: dict, afters: list[dict], tokens=None) -> dict:
+    seeds = [{"seed": s, "per_problem_after": a} for s, a in enumerate(afters)]
+    gains = [sum(a.values()) / len(a) - sum(control.values()) / len(control) for a in afters]
+    return {"settings": {"cpu": {"kind": kind}}, "per_problem_before": control, "seeds": seeds, "pass_at_1_before": 0.1,
+            "pass_at_1_after": 0.2, "gain": sum(gains) / len(gains), "gain_per_seed": gains, "flips_gained": 1, "flips_lost": 0,
+            "per_seed": {str(s): {"mcnemar_p": 0.5} for s in range(len(afters))}, "generated_tokens": tokens}  # fmt: skip
+
+
+CONTROL = {i: 0.0 for i in IDS} | {"p0": 1.0}
+
+
+def test_one_cpu_kind_and_one_control_is_paired_by_seed():
+    a = _result("AMD EPYC", CONTROL, [CONTROL | {"p1": 1.0, "p2": 1.0, "p3": 1.0}])
+    b = _result("AMD EPYC", CONTROL, [CONTROL | {"p1": 1.0}])
+    out = compare(a, b)
+    assert out["kind"].startswith("paired") and out["only_a"] == 2 and out["only_b"] == 0
+    assert out["difference"] == pytest.approx(0.2)
+
+
+def test_other_cpu_kinds_compare_each_gain_over_its_own_control():
+    other = {i: 0.0 for i in IDS} | {"p0": 1.0, "p9": 1.0}  # the AMX control passes one more problem
+    a = _result("AMD EPYC", CONTROL, [CONTROL | {"p1": 1.0, "p2": 1.0}], tokens={"0": 900})
+    b = _result("Intel Xeon (AMX)", other, [other | {"p1": 1.0}, other | {"p1": 1.0, "p3": 1.0}])
+    out = compare(a, b)
+    assert out["kind"].startswith("difference of gains")
+    # a: +2/10; b: +1.5/10 (mean of its seeds): a - b = +0.05, whatever the two controls' levels
+    assert out["difference"] == pytest.approx(0.05) and out["problems"] == 10
+    lo, hi = out["ci95"]
+    assert lo <= 0.05 <= hi
+    same_kind_other_control = compare(a, _result("AMD EPYC", other, [other]))
+    assert same_kind_other_control["kind"].startswith("difference of gains")  # a different control is never paired
+    assert arm_block(a)["tokens_per_gained_problem"] == {"0": 450.0}
+
+
+def test_the_command_writes_the_comparison_and_refuses_bad_input(tmp_path, capsys):
+    for name, r in {"a": _result("AMD EPYC", CONTROL, [CONTROL | {"p1": 1.0}]), "b": _result("AMD EPYC", CONTROL, [CONTROL])}.items():
+        (tmp_path / f"{name}.json").write_text(json.dumps(r))
+    out = tmp_path / "cmp.json"
+    assert main([f"a={tmp_path / 'a.json'}", f"b={tmp_path / 'b.json'}", "--output", str(out)]) == 0
+    body = json.loads(out.read_text())
+    assert set(body["pairs"]) == {"a_vs_b"} and body["arms"]["a"]["cpu_kind"] == "AMD EPYC"
+    with pytest.raises(UserError, match="NAME=RESULT.json"):
+        main([str(tmp_path / "a.json"), f"b={tmp_path / 'b.json'}", "--output", str(out)])

@@ -1,0 +1,133 @@
+"""Recipes against each other when their controls ran on different CPU kinds.
+
+    python -m unified.eval.arm_gap NAME=RESULT.json [NAME=RESULT.json ...] --output OUT.json
+
+bf16 greedy decoding differs between CPU kinds (an AVX512-BF16 AMD EPYC and an AMX Xeon
+score different controls on the same problems), so an arm is compared with another only
+through a control measured on its own CPU kind:
+
+- same CPU kind and the same control outcomes: **paired** by seed (`gain_stats.versus`:
+  per seed the problems only one arm solves, McNemar's exact p, a paired-bootstrap interval);
+- otherwise: the **difference of the two gains**, each over its own CPU's control, per problem
+  (mean over each arm's seeds of after - control), with a bootstrap interval over the problems
+  both arms share (the problems are the same set; only the machines differ).
+
+Every arm's own block (CPU kind, seeds, gain per seed, McNemar p per seed, generated tokens,
+tokens per gained problem) is copied from its result JSON, never typed.
+"""
+
+from __future__ import annotations
+
+import datetime
+import itertools
+import json
+import sys
+from pathlib import Path
+from typing import Mapping, Sequence
+
+import numpy as np
+
+from unified.errors import ArgumentParser, UserError
+from unified.eval.gain_stats import _bootstrap, versus
+
+
+def cpu_kind(result: dict) -> str:
+    """The CPU kind a result ran on: its settings.cpu, else the per-seed records, else the
+    settings' machine line (older results: the docs name the machine)."""
+    settings = result.get("settings", {})
+    if isinstance(settings.get("cpu"), dict):
+        return settings["cpu"]["kind"]
+    kinds = {k for seed in result.get("seeds", []) for k in seed.get("cpu_kinds", [])}
+    return kinds.pop() if len(kinds) == 1 else str(result.get("cpu_kind", "unknown"))
+
+
+def arm_block(result: dict) -> dict:
+    """One arm's figures, from its result JSON."""
+    seeds = result["seeds"]
+    gained = {str(s["seed"]): sum(1 for i, v in s["per_problem_after"].items()
+                                  if v and not result["per_problem_before"].get(i)) for s in seeds}  # fmt: skip
+    tokens = result.get("generated_tokens") or {}
+    per_gain = {s: (tokens[s] / gained[s] if tokens.get(s) and gained[s] else None) for s in gained}
+    return {"cpu_kind": cpu_kind(result), "seeds": [s["seed"] for s in seeds], "control_pass_at_1": result["pass_at_1_before"],
+            "control_repeats": result.get("control_repeats"), "pass_at_1_after": result["pass_at_1_after"],
+            "gain": result["gain"], "gain_per_seed": result["gain_per_seed"],
+            "mcnemar_p_per_seed": [result["per_seed"][str(s["seed"])]["mcnemar_p"] for s in seeds],
+            "flips_gained": result["flips_gained"], "flips_lost": result["flips_lost"],
+            "distinct_gained": result.get("distinct_gained"), "generated_tokens": tokens or None,
+            "tokens_per_gained_problem": per_gain if tokens else None,
+            "signal_problems_any_round": result.get("signal_problems_any_round")}  # fmt: skip
+
+
+def gain_difference(a: dict, b: dict) -> dict:
+    """Arm a's gain over its control minus arm b's over its own, per problem (each the mean over
+    its seeds), with a bootstrap 95 % interval over the shared problems (noisy ones left out)."""
+    noisy = set(a.get("noisy_problems", [])) | set(b.get("noisy_problems", []))
+    ids = [i for i in a["per_problem_before"] if i in b["per_problem_before"] and i not in noisy]
+
+    def per_problem(r: dict, i: str) -> float:
+        return float(np.mean([s["per_problem_after"][i] for s in r["seeds"]])) - r["per_problem_before"][i]
+
+    diffs = [per_problem(a, i) - per_problem(b, i) for i in ids]
+    return {"kind": "difference of gains, each over its own CPU's control", "problems": len(ids),
+            "difference": float(np.mean(diffs)) if ids else 0.0, "ci95": list(_bootstrap(diffs, 10_000, 0, 0.95)) if ids else None}  # fmt: skip
+
+
+def compare(a: dict, b: dict) -> dict:
+    """Paired when both ran on one CPU kind with the same control outcomes, else the difference of gains."""
+    same_control = a["per_problem_before"] == b["per_problem_before"]
+    if cpu_kind(a) == cpu_kind(b) and same_control:
+        arm = lambda r: {s["seed"]: s["per_problem_after"] for s in r["seeds"]}  # noqa: E731
+        out = versus(arm(a), arm(b), sorted(set(a.get("noisy_problems", [])) | set(b.get("noisy_problems", []))))
+        return {"kind": "paired by seed (one CPU kind, one control)", **out}
+    return gain_difference(a, b)
+
+
+def comparison(arms: Mapping[str, dict]) -> dict:
+    """Every arm's block and every pair's comparison (`a_vs_b`: a minus b)."""
+    return {"arms": {name: arm_block(r) for name, r in arms.items()},
+            "pairs": {f"{x}_vs_{y}": compare(arms[x], arms[y]) for x, y in itertools.combinations(arms, 2)}}  # fmt: skip
+
+
+def _load(spec: str) -> tuple[str, dict]:
+    name, sep, path = spec.partition("=")
+    if not sep or not name:
+        raise UserError(f"{spec!r}: give each arm as NAME=RESULT.json, e.g. discovery=docs/results/test_time_gain_discovery.json")
+    try:
+        body = json.loads(Path(path).read_text())
+    except (OSError, ValueError) as exc:
+        raise UserError(f"cannot read {path} ({exc.__class__.__name__}): give a result JSON of the gain experiment") from None
+    if not isinstance(body, dict) or "seeds" not in body or "per_problem_before" not in body:
+        raise UserError(f"{path} has no 'seeds' or 'per_problem_before': give a result JSON of the gain experiment")
+    return name, body
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    p = ArgumentParser(prog="python -m unified.eval.arm_gap", description=__doc__.split("\n\n")[0])
+    p.add_argument("arms", nargs="+", metavar="NAME=RESULT.json")
+    p.add_argument("--output", required=True, help="where the comparison JSON goes")
+    p.add_argument("--note", default=None, help="a sentence kept in the JSON")
+    p.add_argument("--cpu", action="append", default=[], metavar="NAME=KIND",
+                   help="the CPU kind of an arm whose result predates settings.cpu (e.g. mix=\"Intel Xeon (AMX)\")")
+    args = p.parse_args(list(sys.argv[1:] if argv is None else argv))
+    arms = dict(_load(spec) for spec in args.arms)
+    for spec in args.cpu:
+        name, _, kind = spec.partition("=")
+        if name not in arms or not kind:
+            raise UserError(f"--cpu {spec!r}: give NAME=KIND for one of the arms {sorted(arms)}")
+        if isinstance(arms[name].get("settings", {}).get("cpu"), dict) and cpu_kind(arms[name]) != kind:
+            raise UserError(f"--cpu {spec!r}: that result records {cpu_kind(arms[name])!r}; leave --cpu out for it")
+        arms[name] = {**arms[name], "cpu_kind": kind}
+    if len(arms) < 2:
+        raise UserError("give at least two arms (NAME=RESULT.json NAME=RESULT.json)")
+    body = {**comparison(arms), "sources": {n: s.partition("=")[2] for n, s in zip(arms, args.arms)},
+            "date": datetime.date.today().isoformat(), "note": args.note}  # fmt: skip
+    Path(args.output).write_text(json.dumps(body, indent=1) + "\n")
+    for pair, c in body["pairs"].items():
+        print(f"{pair}: {c['kind']}: difference {c['difference']:+.3f}, 95% interval {c['ci95']}")
+    return 0
+
+
+if __name__ == "__main__":
+    from unified.cli import exit_code
+
+    sys.exit(exit_code(main))
