@@ -42,6 +42,10 @@ class ExecutorConfig:
     # each distinct call runs once between `forget()`s (sandbox/reuse.py; the trainer forgets as each round starts);
     # off for a bare Executor, on in the trainer's config (configs/executor/local.yaml); the ray backend runs every call
     reuse_results: bool = False
+    # a pool without its own runtime copy (not root, no tmpfs, too little memory: sandbox/runtime.py) shares the
+    # host's runtime files and their page cache with every call; allowed for a bare Executor, refused by the
+    # trainer's config (configs/executor/local.yaml) unless set to true
+    allow_shared_runtime: bool = True
 
     def __post_init__(self):
         set_ = lambda k, v: object.__setattr__(self, k, v)  # noqa: E731 - frozen: normalise once

@@ -71,10 +71,10 @@ from unified.sandbox.cgroups import remove as remove_cgroup
 from unified.sandbox.child import read_frame
 from unified.sandbox.config import MAX_PROCESSES, ExecutorConfig
 from unified.sandbox.exec_types import STATUSES, ExecCall, ExecResult, Stats
-from unified.sandbox.notice import say_what_is_missing
+from unified.sandbox.notice import SharedRuntimeError, say_what_is_missing, shared_runtime_refusal
 from unified.sandbox.precheck import Precheck
 from unified.sandbox.reply import parse_reply
-from unified.sandbox.runtime import runtime_dir
+from unified.sandbox.runtime import runtime_dir, why_none
 
 __all__ = ["STATUSES", "ExecCall", "ExecResult", "Executor", "ExecutorConfig", "Precheck", "Stats",
            "result_from_reply"]  # fmt: skip
@@ -157,6 +157,7 @@ class Executor:
         self._lock = threading.Lock()
         self._cgroups = CgroupPool() if os.geteuid() == 0 else None
         self._runtime = str(runtime_dir() or "")  # the interpreter's files, the pool's own copy (once per process)
+        self._runtime_why = why_none() or ("" if self._runtime else "the copy could not be bound in the jail")
         self._workers = [self._new_worker(i) for i in range(config.workers)]
         try:
             for w in self._workers:
@@ -165,7 +166,10 @@ class Executor:
             self.close()
             raise
         self._closed = False
-        say_what_is_missing(self.isolation, self.limits)
+        if not self.isolation.get("runtime_copy") and not config.allow_shared_runtime:
+            self.close()
+            raise SharedRuntimeError(shared_runtime_refusal(self._runtime_why))
+        say_what_is_missing(self.isolation, self.limits, self._runtime_why)
 
     @property
     def limits(self) -> dict:
