@@ -21,8 +21,8 @@ Layers, outermost first (details in each module's docstring):
 - each call is a FRESH child forked from a clean zygote that never held any call's data,
   in a fresh world (`sandbox.world`): PID 1 of a PID namespace of its own (when it ends,
   everything it started dies), a fresh tmpfs on /tmp, under an unprivileged uid without
-  capabilities, with rlimits, and the seccomp filter (`sandbox.seccomp_filter`: no
-  keyrings, SysV IPC, user namespaces, ptrace, bpf, ...);
+  capabilities, with rlimits, and the seccomp allowlist (`sandbox.allowlist`,
+  `sandbox.seccomp_filter`: every system call not recorded as needed answers EPERM);
 - limits per call for its whole process tree (`sandbox.cgroups`, `sandbox.meter`): each
   worker's cgroup holds its zygote and its one running call: memory (memory_mb on top of
   the zygote), processes, and CPU time of every process the call created, reaped or not;
@@ -157,7 +157,6 @@ class Executor:
         self._lock = threading.Lock()
         self._cgroups = CgroupPool() if os.geteuid() == 0 else None
         self._runtime = str(runtime_dir() or "")  # the interpreter's files, the pool's own copy (once per process)
-        self._runtime_why = why_none() or ("" if self._runtime else "the copy could not be bound in the jail")
         self._workers = [self._new_worker(i) for i in range(config.workers)]
         try:
             for w in self._workers:
@@ -166,10 +165,11 @@ class Executor:
             self.close()
             raise
         self._closed = False
-        if not self.isolation.get("runtime_copy") and not config.allow_shared_runtime:
+        why = "" if self.isolation.get("runtime_copy") else why_none() or "the jail could not bind it"
+        if why and not config.allow_shared_runtime:
             self.close()
-            raise SharedRuntimeError(shared_runtime_refusal(self._runtime_why))
-        say_what_is_missing(self.isolation, self.limits, self._runtime_why)
+            raise SharedRuntimeError(shared_runtime_refusal(why))
+        say_what_is_missing(self.isolation, self.limits, why)
 
     @property
     def limits(self) -> dict:
