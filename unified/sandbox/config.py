@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Optional
 
 from unified.sandbox import seccomp_filter
-from unified.sandbox.precheck import USER_FILE, worker_stubs
+from unified.sandbox.precheck import ARGS_MARSHAL_VERSION, USER_FILE, worker_stubs
 from unified.sandbox.rules import BANNED_CALLS, BANNED_MODULES, SandboxRules
 
 # The worker's code, sent compiled in its first frame (sandbox.jail.BOOT runs "worker").
@@ -42,6 +42,10 @@ class ExecutorConfig:
     # each distinct call runs once between `forget()`s (sandbox/reuse.py; the trainer forgets as each round starts);
     # off for a bare Executor, on in the trainer's config (configs/executor/local.yaml); the ray backend runs every call
     reuse_results: bool = False
+    # a pool without its own runtime copy (not root, no tmpfs, too little memory: sandbox/runtime.py) shares the
+    # host's runtime files and their page cache with every call; allowed for a bare Executor, refused by the
+    # trainer's config (configs/executor/local.yaml) unless set to true
+    allow_shared_runtime: bool = True
 
     def __post_init__(self):
         set_ = lambda k, v: object.__setattr__(self, k, v)  # noqa: E731 - frozen: normalise once
@@ -67,7 +71,7 @@ class ExecutorConfig:
                   "block_gc": "gc" in self.banned_modules}  # fmt: skip
         stubs, direct = worker_stubs(policy)
         code = compile(_REHEARSAL, USER_FILE, "exec", dont_inherit=True)
-        rehearsal = [marshal.dumps((code, entry, (7,))) for entry in ("f", "g")]
+        rehearsal = [marshal.dumps((code, entry, marshal.dumps((7,), ARGS_MARSHAL_VERSION))) for entry in ("f", "g")]
         here = Path(__file__).resolve().parents[1]  # unified/
         harness = {name: compile((here / file).read_text(encoding="utf-8"), f"<{name}>", "exec", dont_inherit=True)
                    for name, file in _HARNESS.items()}  # fmt: skip
