@@ -242,6 +242,10 @@ def test_ray_backend_runs_batches_in_order(monkeypatch):
         assert [a.value == b.value for a, b in pairs] == [False, True]
         stats = ex.stats()  # one node ran every call, none was retried
         assert (stats["calls"], stats["calls_node_0"], stats["retried_calls"]) == (36, 34, 0)
+        from unified.run.metrics import executor_metrics  # torch: only for this test
+
+        logged = executor_metrics(ex)  # what the round's metrics log
+        assert (logged["executor/calls_node_0"], logged["executor/retried_calls"]) == (34, 0)
     finally:
         ex.close()
     assert not ray.is_initialized()

@@ -123,8 +123,8 @@ class RayExecutor:
         chunks = max(1, min(len(calls), 2 * max(1, cpus // self.config.workers)))  # 2 per slot: balance
         size = -(-len(calls) // chunks)
         spans = [(i, min(i + size, len(calls))) for i in range(0, len(calls), size)]
-        refs = [self._task.remote(self.config, calls[a:b], twice) for a, b in spans]
         before = {n["NodeID"] for n in ray_session.node_table() if n.get("Alive")}
+        refs = [self._task.remote(self.config, calls[a:b], twice) for a, b in spans]
         results = self._gather(refs, spans, before)
         self._count(results)
         return [reply for result in results for reply in result.replies]
