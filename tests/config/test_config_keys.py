@@ -60,7 +60,7 @@ VALUES = {
     "pipeline.agreement_min_votes": "4",
     "executor.backend": "ray", "executor.workers": "1", "executor.timeout_s": "1.0", "executor.memory_mb": "256",
     "executor.cpu_s": "3.0", "executor.max_output_bytes": "4096", "executor.banned_modules": "[socket,ctypes]",
-    "executor.banned_calls": "[eval,exec]", "executor.ray_address": "auto", "executor.wall_s": "5.0",
+    "executor.banned_calls": "[eval,exec]", "executor.ray_address": "auto", "executor.ray_max_retries": "1", "executor.wall_s": "5.0",
     "executor.reuse_results": "false", "executor.allow_shared_runtime": "true",
     "trainer.rounds": "3", "trainer.save_every": "2", "trainer.keep_checkpoints": "1", "trainer.resume": "auto",
     "trainer.eval_every": "2", "trainer.device": "cpu", "trainer.gpus": "'0'", "trainer.deterministic": "true",

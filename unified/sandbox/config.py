@@ -37,7 +37,8 @@ class ExecutorConfig:
     max_output_bytes: int = 65536  # stdout/stderr capture and return-value literal limit
     banned_modules: Optional[tuple[str, ...]] = BANNED_MODULES  # None -> these defaults
     banned_calls: Optional[tuple[str, ...]] = BANNED_CALLS
-    ray_address: str | None = None
+    ray_address: str | None = None  # ray backend: null = a local instance of its own; "auto" or host:port = join a cluster
+    ray_max_retries: int = 3  # ray backend: Ray's max_retries for a chunk whose node, worker or task failed
     wall_s: float | None = None  # wall-clock backstop for sleeping/blocked code; 10 x timeout_s + 1
     # each distinct call runs once between `forget()`s (sandbox/reuse.py; the trainer forgets as each round starts);
     # off for a bare Executor, on in the trainer's config (configs/executor/local.yaml); the ray backend runs every call
@@ -58,6 +59,8 @@ class ExecutorConfig:
         # None (null in YAML) means the built-in lists.
         set_("banned_modules", BANNED_MODULES if self.banned_modules is None else tuple(self.banned_modules))
         set_("banned_calls", BANNED_CALLS if self.banned_calls is None else tuple(self.banned_calls))
+        if not (isinstance(self.ray_max_retries, int) and self.ray_max_retries >= 0):
+            raise ValueError(f"executor.ray_max_retries must be an integer >= 0, got {self.ray_max_retries!r}")
         for key in ("workers", "memory_mb", "max_output_bytes"):
             if not getattr(self, key) > 0:
                 raise ValueError(f"executor.{key} must be positive, got {getattr(self, key)!r}")
