@@ -34,7 +34,6 @@ import datetime
 import json
 import os
 import platform
-import random
 import subprocess
 import sys
 from pathlib import Path
@@ -45,25 +44,7 @@ sys.path.insert(0, str(REPO))
 from unified.files import latest_checkpoint, read_jsonl  # noqa: E402
 from unified.pipeline.failures import flip_classes, gain_split  # noqa: E402
 
-SPLIT_SEED, TUNE_SIZE = 0, 100
-
-
-def split_ids(split: str, benchmark: str = "mbpp") -> list[str]:
-    """The split's problem ids; `no_example`: the problems with no visible example that has an
-    expected value (HumanEval: 48 of 164 prompts; the `solve` kind builds nothing for them
-    unless its labels come from agreement)."""
-    from unified.benchmarks.load import load_problems
-
-    problems = load_problems(benchmark, None, None, [])
-    if split == "no_example":  # MBPP+'s examples get their values from the sandbox later: every one has one
-        if benchmark == "mbpp":
-            raise SystemExit("--split no_example is for --benchmark humaneval (every MBPP+ problem has an example)")
-        return [p.problem_id for p in problems if not any(c.expected is not None for c in p.visible)]
-    ids = [p.problem_id for p in problems]
-    if benchmark != "mbpp":
-        return ids
-    random.Random(SPLIT_SEED).shuffle(ids)
-    return ids[:TUNE_SIZE] if split == "tune" else ids[TUNE_SIZE:]
+from unified.benchmarks.splits import SPLIT_SEED, split_ids  # noqa: E402,F401 - the split, re-exported
 
 
 def _run(cmd: list[str], log: Path, env: dict) -> subprocess.Popen:
