@@ -5,7 +5,7 @@ a fresh engine on them (warm-up included, as the old design paid it too), and te
 down afterwards. Phase 5's pushes go into that phase's engine. Run exactly like
 `train_unified.py`:
 
-    python bench/restart_mode.py --benchmark mbpp --problems 4 --rounds 2 --output-dir DIR
+    python -m bench.restart_mode --benchmark mbpp --problems 4 --rounds 2 --output-dir DIR
 """
 
 from __future__ import annotations
@@ -13,9 +13,6 @@ from __future__ import annotations
 import sys
 import tempfile
 from contextlib import contextmanager
-from pathlib import Path
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import torch.distributed as dist  # noqa: E402
 

@@ -12,7 +12,7 @@ from unified.errors import UserError
 
 RESULTS = Path(__file__).resolve().parents[2] / "docs" / "results"
 
-# sha256 of the JSON list of ids, first 16 hex digits (computed from bench/learning_gain.py's split, 2026-11-28)
+# sha256 of the JSON list of ids, first 16 hex digits (computed from unified/eval/experiments/gain.py's split, 2026-11-28)
 PINNED = {
     ("mbpp", "tune"): (100, "05e4865dcb584bab"),
     ("mbpp", "report"): (299, "3b9fe65763044ec3"),

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import random
 
+from unified.benchmarks.load import load_problems
 from unified.errors import UserError
 
 SPLIT_SEED, TUNE_SIZE = 0, 100
@@ -21,8 +22,6 @@ SPLITS = ("tune", "report", "no_example")
 
 def split_ids(split: str, benchmark: str = "mbpp", seed: int = SPLIT_SEED) -> list[str]:
     """The split's problem ids, in the order results take their first N from."""
-    from unified.benchmarks.load import load_problems
-
     if split not in SPLITS:
         raise UserError(f"unknown split {split!r}: one of {', '.join(SPLITS)}")
     problems = load_problems(benchmark, None, None, [])

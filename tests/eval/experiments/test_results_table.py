@@ -1,16 +1,13 @@
-"""bench/results_table.py: the results README's table is recomputed from the JSONs' per-problem
+"""unified/eval/experiments/results_table.py: the results README's table is recomputed from the JSONs' per-problem
 outcomes, refuses a JSON that contradicts itself, and the committed table matches the data."""
 
-import importlib.util
 import json
 from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[1]
-_spec = importlib.util.spec_from_file_location("results_table", REPO / "bench" / "results_table.py")
-rt = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(rt)
+REPO = Path(__file__).resolve().parents[3]
+from unified.eval.experiments import results_table as rt
 
 
 def _result(control: list[int], afters: list[list[int]], **stated) -> dict:

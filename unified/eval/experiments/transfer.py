@@ -2,10 +2,10 @@
 weights and the untrained control, evaluated greedily on report problems outside the ones it
 trained on (the next `--problems` of the report split after `--offset`).
 
-    python bench/transfer.py docs/results/test_time_gain.json [--offset 100] [--problems 100]
+    python -m unified.eval.experiments.transfer docs/results/test_time_gain.json [--offset 100] [--problems 100]
         [--repeats 3] [--seed-weights SEED=MODEL_DIR ...] [--output docs/results/transfer_mbpp.json]
 
-Evaluated as `bench/rescore_result.py` evaluates (greedy, one thread, the same batches, the
+Evaluated as `unified/eval/experiments/rescore.py` evaluates (greedy, one thread, the same batches, the
 control repeated and a problem whose control outcome differs between repeats left out as
 noise). Only seed 0's weights are committed, so by default the figure is one seed's;
 `--seed-weights 1=RUN/checkpoints/round_000003/model` adds another seed's trained weights
@@ -22,12 +22,9 @@ import platform
 import sys
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
-sys.path.insert(0, str(REPO / "bench"))
-
-from rescore_result import evaluate, metric  # noqa: E402
-from learning_gain import repo_relative, split_ids  # noqa: E402
+from unified.benchmarks.splits import split_ids
+from unified.eval.experiments.record import REPO, repo_relative, write_json
+from unified.eval.experiments.rescore import evaluate, metric
 
 
 def main() -> int:
@@ -70,7 +67,7 @@ def main() -> int:
                            "date": datetime.date.today().isoformat(),
                            "machine": f"{platform.machine()}, {os.cpu_count()} cores, {platform.python_version()}"}}  # fmt: skip
     out = args.output or REPO / "docs" / "results" / f"transfer_{bench}.json"
-    out.write_text(json.dumps(result, indent=1) + "\n")
+    write_json(out, result)
     print(f"transfer on {len(ids)} untrained problems: control {transfer['control_pass_at_1_repeats']} -> seeds "
           f"{transfer['seeds']} {transfer['pass_at_1_after_per_seed']}, gain {transfer['gain']}, +{transfer['flips_gained']}/-{transfer['flips_lost']}, "
           f"p {transfer['mcnemar_p']}, ci95 {transfer['ci95']}, noisy {len(transfer['noisy_problems'])} -> {out}")  # fmt: skip

@@ -1,6 +1,6 @@
 """Every committed test-time result at a glance, recomputed from its per-problem outcomes.
 
-    python bench/results_table.py [--dir docs/results] [--check docs/results/README.md]
+    python -m unified.eval.experiments.results_table [--dir docs/results] [--check docs/results/README.md]
 
 For each `test_time_gain*.json` (learning_gain's result) and `transfer*.json` (transfer's) in
 `--dir`: the greedy control, each seed's pass@1, flips and McNemar's exact p, recomputed here
@@ -22,10 +22,7 @@ import json
 import sys
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
-
-from unified.eval.gain_stats import flips, gain, mcnemar_exact_p  # noqa: E402
+from unified.eval.experiments.record import REPO, Record
 
 BEGIN, END = "<!-- results-table -->", "<!-- /results-table -->"
 HEADER = ("| result | problems | recipe | rounds | control | after, per seed | flips, per seed | "
@@ -48,58 +45,40 @@ def _recipe(body: dict) -> str:
     return kinds + ("" if source == "visible" else f", {source} labels")
 
 
-def _aligned(control: dict, seeds: list[tuple], noisy) -> tuple[dict[str, float], list[tuple]]:
-    """(control, [(seed, after)]) over the problems scored in every one, noisy ones left out."""
-    control = {i: v for i, v in control.items() if v is not None and i not in set(noisy or ())}
-    ids = [i for i in control if all(after.get(i) is not None for _, after in seeds)]
-    return {i: control[i] for i in ids}, [(s, {i: after[i] for i in ids}) for s, after in seeds]
-
-
-def _cells(name: str, control: dict, seeds: list[tuple], stated: dict) -> str:
-    """The row's control, per-seed pass@1, flips, McNemar p and interval cells, recomputed from
-    the outcomes; `stated` (the JSON's own figures: flips, gain per seed, ci95) must agree."""
-    afters, counts = [], []
-    gains = stated.get("gain_per_seed") or []
-    for k, (seed, after) in enumerate(seeds):
-        g = gain(control, after)
-        if k < len(gains) and abs(gains[k] - g) > 1e-9:
-            raise Inconsistent(f"{name}: seed {seed}'s stated gain {gains[k]} is not its per-problem gain {g:.4f}")
-        afters.append(f"{sum(after.values()) / len(after):.3f}")
-        counts.append(flips(control, after))
-    total = (sum(up for up, _ in counts), sum(down for _, down in counts))
+def _cells(record: Record, stated: dict) -> str:
+    """The row's control, per-seed pass@1, flips, McNemar p and interval cells, computed from the
+    record; `stated` (the JSON's own figures: flips, gain per seed, ci95) must agree."""
+    figures, gains = record.figures(), stated.get("gain_per_seed") or []
+    for k, f in enumerate(figures):
+        if k < len(gains) and abs(gains[k] - f.gain) > 1e-9:
+            raise Inconsistent(f"{record.name}: seed {f.seed}'s stated gain {gains[k]} is not its per-problem gain {f.gain:.4f}")
+    total = (sum(f.gained for f in figures), sum(f.lost for f in figures))
     if (stated.get("flips_gained"), stated.get("flips_lost")) != total:
-        raise Inconsistent(
-            f"{name}: stated flips +{stated.get('flips_gained')}/-{stated.get('flips_lost')}, per problem +{total[0]}/-{total[1]}"
-        )
-    flipped = ", ".join(f"+{up} / -{down}" for up, down in counts)
-    ps = ", ".join(_p(mcnemar_exact_p(up, down)) for up, down in counts)
+        raise Inconsistent(f"{record.name}: stated flips +{stated.get('flips_gained')}/-{stated.get('flips_lost')}, "
+                           f"per problem +{total[0]}/-{total[1]}")  # fmt: skip
     ci = stated.get("ci95")
     interval = f"[{ci[0]:+.3f}, {ci[1]:+.3f}]" if ci else "-"
-    return f"{sum(control.values()) / len(control):.3f} | {', '.join(afters)} | {flipped} | {ps} | {interval}"
+    return (f"{record.control_pass_at_1():.3f} | {', '.join(f'{f.pass_at_1:.3f}' for f in figures)} | "
+            f"{', '.join(f'+{f.gained} / -{f.lost}' for f in figures)} | {', '.join(_p(f.mcnemar_p) for f in figures)} | {interval}")  # fmt: skip
 
 
 def gain_row(name: str, body: dict) -> str | None:
-    """One learning_gain result as a table row (None: not a per-seed result)."""
-    seeds = [(int(s["seed"]), s.get("per_problem_after") or {}) for s in body.get("seeds") or []]
-    control, seeds = _aligned(body.get("per_problem_before") or {}, seeds, body.get("noisy_problems"))
+    """One gain result as a table row (None: not a per-seed result)."""
+    record = Record.from_gain(name, body)
+    control, seeds = record.aligned()
     if not control or not seeds:
         return None
-    return (f"| `{name}` | {body.get('benchmark')} {len(control)} | {_recipe(body)} | {body.get('rounds')} | "
-            f"{_cells(name, control, seeds, body)} |")  # fmt: skip
+    return f"| `{name}` | {record.benchmark} {len(control)} | {_recipe(body)} | {body.get('rounds')} | {_cells(record, body)} |"
 
 
 def transfer_row(name: str, body: dict) -> str | None:
     """A transfer result (trained weights on problems never trained on) as a table row, per
-    seed, recomputed like `gain_row` against the first control evaluation."""
-    t, outcomes = body.get("transfer"), body.get("per_problem") or {}
-    if not t or not outcomes.get("control"):
-        return None
-    seeds = [(k, outcomes[k]) for k in sorted(outcomes, key=lambda k: (len(k), k)) if k.startswith("seed")]
-    control, seeds = _aligned(outcomes["control"][0], seeds, t.get("noisy_problems"))
-    if not control or not seeds:
+    seed, computed like `gain_row` against the first control evaluation."""
+    record = Record.from_transfer(name, body)
+    if record is None or not all(record.aligned()):
         return None
     return (f"| `{name}` (untrained problems) | {body.get('source', '?').split('/')[-1]}'s weights on "
-            f"{len(control)} others | as trained | - | {_cells(name, control, seeds, t)} |")  # fmt: skip
+            f"{len(record.aligned()[0])} others | as trained | - | {_cells(record, body['transfer'])} |")  # fmt: skip
 
 
 def _p(p: float) -> str:
@@ -124,7 +103,7 @@ def check(readme: Path, expected: str) -> str:
         return f"{readme}: no {BEGIN} ... {END} block; add one where the table belongs"
     block = text.split(BEGIN, 1)[1].split(END, 1)[0].strip()
     if block != expected.strip():
-        return f"{readme}: the results table is out of date with the JSONs; paste the output of `python bench/results_table.py` between the markers"
+        return f"{readme}: the results table is out of date with the JSONs; paste the output of `python -m unified.eval.experiments.results_table` between the markers"
     return ""
 
 
