@@ -14,10 +14,11 @@ import sys
 import tempfile
 from contextlib import contextmanager
 
-import torch.distributed as dist  # noqa: E402
+import torch.distributed as dist
 
-import unified.run.components as components  # noqa: E402
-import unified.run.loop as loop  # noqa: E402
+import unified.run.components as components
+import unified.run.loop as loop
+import unified.run.measure as measure
 
 
 @contextmanager
@@ -52,7 +53,7 @@ def close_keeping_process_group(engine) -> None:
 
 def main() -> int:
     components.resident_engine = lambda *args, **kwargs: None  # no engine outlives a phase
-    loop.phase_engine = fresh_engine_per_phase
+    loop.phase_engine = measure.phase_engine = fresh_engine_per_phase  # the final evaluation too
     from train_unified import main as train_main
 
     return train_main()

@@ -76,7 +76,7 @@ def test_the_gain_split_is_the_mean_net_per_seed():
 
 
 def test_the_agreement_labels_accuracy_is_scored_on_the_hidden_tests(problems, executor):
-    # `run.loop._agreement`'s measurement: which problems' label programs pass their hidden tests
+    # `run.measure._agreement`'s measurement: which problems' label programs pass their hidden tests
     from unified.benchmarks.hidden import programs_pass_hidden, with_expected_outputs
 
     scored = with_expected_outputs(problems[:2], executor.run_batch)
