@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Mapping
 
+from unified.errors import UserError
 from unified.eval.gain_stats import flips, gain, mcnemar_exact_p
 from unified.machine import cpu_info, git_commit
 
@@ -70,7 +71,8 @@ class Record:
         keys = sorted((k for k in outcomes if k.startswith("seed")), key=lambda k: (len(k), k))
         seeds = tuple((int(k[len("seed"):] or 0), dict(outcomes[k])) for k in keys)
         controls = [dict(c) for c in outcomes["control"]]
-        return cls(name, body.get("benchmark", "?"), controls[0], seeds, tuple(block.get("noisy_problems") or ()),
+        benchmark = body.get("benchmark") or next(iter(controls[0]), "?/").split("/")[0].lower()  # Mbpp/2 -> mbpp
+        return cls(name, benchmark, controls[0], seeds, tuple(block.get("noisy_problems") or ()),
                    tuple(controls[1:]), settings=body.get("settings") or {})  # fmt: skip
 
     def aligned(self) -> tuple[dict[str, float], list[tuple[int, dict[str, float]]]]:
@@ -119,6 +121,13 @@ def write_json(path: str | Path, body: Mapping, indent: int = 1) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(with_settings(body), indent=indent) + "\n")
     return path
+
+
+def committed_weights(result: Mapping, name: str | Path) -> str:
+    """The result's committed seed-0 weights (`model_path`); one UserError line where there are none."""
+    if not result.get("model_path"):
+        raise UserError(f"{name} names no committed weights (model_path is null: {result.get('model_path_note', 'never committed')})")
+    return result["model_path"]
 
 
 def repo_relative(path: str | Path) -> str:

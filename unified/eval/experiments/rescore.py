@@ -25,7 +25,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from unified.eval.experiments.record import REPO, repo_relative, write_json
+from unified.cli import exit_code
+from unified.eval.experiments.record import REPO, committed_weights, repo_relative, write_json
 from unified.eval.failures import counts, flip_classes
 from unified.eval.gain_stats import noisy_problems, summary
 
@@ -73,7 +74,7 @@ def main() -> int:
     args = p.parse_args()
     original = json.loads(args.result.read_text())
     bench, ids, model = original["benchmark"], original["problems"], original["settings"]["model"]
-    weights = str(REPO / original["model_path"])
+    weights = str(REPO / committed_weights(original, args.result))
     runs = args.runs_dir / args.result.stem
     controls = [evaluate(bench, model, ids, runs / f"control_{k}") for k in range(1, args.repeats + 1)]
     seed0 = evaluate(bench, weights, ids, runs / "seed0")
@@ -112,4 +113,4 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(exit_code(main, "run it again"))

@@ -1,6 +1,6 @@
 """Every committed test-time result at a glance, recomputed from its per-problem outcomes.
 
-    python -m unified.eval.experiments.results_table [--dir docs/results] [--check docs/results/README.md]
+    python -m unified.eval.experiments.results_table [--dir docs/results] [--check FILE.md | --write FILE.md]
 
 For each `test_time_gain*.json` (learning_gain's result) and `transfer*.json` (transfer's) in
 `--dir`: the greedy control, each seed's pass@1, flips and McNemar's exact p, recomputed here
@@ -96,34 +96,81 @@ def table(folder: Path) -> str:
     return "\n".join([HEADER, *rows])
 
 
-def check(readme: Path, expected: str) -> str:
+# The front page's headline rows: (what it is, its JSON). README.md shows them between
+# HEADLINE_BEGIN and HEADLINE_END, written by `--write README.md`.
+HEADLINE = (("the self-play mix: the default recipe, with groups of 16 (3 seeds)", "test_time_gain_mix.json"),
+            ("solve alone (3 seeds)", "test_time_gain_solo.json"),
+            ("label-free: solve on agreement labels (3 seeds)", "test_time_gain_labelfree.json"),
+            ("transfer: the mix's weights on 100 untrained problems", "transfer_mbpp_mix.json"))  # fmt: skip
+HEADLINE_BEGIN, HEADLINE_END = "<!-- headline -->", "<!-- /headline -->"
+HEADLINE_HEADER = ("| result | problems | greedy pass@1: control -> after, per seed | flips (McNemar p), per seed | "
+                   "95 % interval of the gain | JSON |\n|---|---|---|---|---|---|")  # fmt: skip
+
+
+def headline(folder: Path) -> str:
+    """The headline rows, computed from each JSON's record like the full table."""
+    rows = []
+    for label, name in HEADLINE:
+        body = json.loads((folder / name).read_text())
+        record = Record.from_transfer(name, body) if "transfer" in body else Record.from_gain(name, body)
+        stated = body["transfer"] if "transfer" in body else body
+        _cells(record, stated)  # the JSON agrees with itself, or Inconsistent
+        figures, ci = record.figures(), stated.get("ci95")
+        rows.append(f"| {label} | {record.benchmark} {len(record.aligned()[0])} | {record.control_pass_at_1():.2f} -> "
+                    f"{', '.join(f'{f.pass_at_1:.2f}' for f in figures)} | "
+                    f"{', '.join(f'+{f.gained} / -{f.lost} ({_p(f.mcnemar_p)})' for f in figures)} | "
+                    f"{f'[{ci[0]:+.3f}, {ci[1]:+.3f}]' if ci else '-'} | [{name}](docs/results/{name}) |")  # fmt: skip
+    return "\n".join([HEADLINE_HEADER, *rows])
+
+
+BLOCKS = ((BEGIN, END, table), (HEADLINE_BEGIN, HEADLINE_END, headline))
+
+
+def check(readme: Path, expected: str, begin: str = BEGIN, end: str = END) -> str:
     """ "" when the README's block is the table, else one line saying what to do."""
     text = readme.read_text()
-    if BEGIN not in text or END not in text:
-        return f"{readme}: no {BEGIN} ... {END} block; add one where the table belongs"
-    block = text.split(BEGIN, 1)[1].split(END, 1)[0].strip()
+    if begin not in text or end not in text:
+        return f"{readme}: no {begin} ... {end} block; add one where the table belongs"
+    block = text.split(begin, 1)[1].split(end, 1)[0].strip()
     if block != expected.strip():
-        return f"{readme}: the results table is out of date with the JSONs; paste the output of `python -m unified.eval.experiments.results_table` between the markers"
+        return (f"{readme}: a generated block is out of date with the JSONs; run "
+                f"`python -m unified.eval.experiments.results_table --write {readme.name}`")  # fmt: skip
     return ""
+
+
+def write(readme: Path, folder: Path) -> int:
+    """Rewrite every generated block `readme` has; -> how many."""
+    text, done = readme.read_text(), 0
+    for begin, end, make in BLOCKS:
+        if begin in text and end in text:
+            head, rest = text.split(begin, 1)
+            text, done = f"{head}{begin}\n{make(folder)}\n{end}{rest.split(end, 1)[1]}", done + 1
+    readme.write_text(text)
+    return done
 
 
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--dir", type=Path, default=REPO / "docs" / "results")
-    p.add_argument("--check", type=Path, default=None, help="a markdown file whose marked block must be the table")
+    p.add_argument("--check", type=Path, default=None, help="a markdown file whose generated blocks must be up to date")
+    p.add_argument("--write", type=Path, default=None, help="rewrite the generated blocks of this markdown file")
     args = p.parse_args()
     try:
-        text = table(args.dir)
+        if args.write is not None:
+            print(f"{write(args.write, args.dir)} block(s) written in {args.write}")
+            return 0
+        if args.check is None:
+            print(table(args.dir))
+            return 0
+        text = args.check.read_text()
+        problems = [check(args.check, make(args.dir), b, e) for b, e, make in BLOCKS if b in text]
+        problems = [x for x in problems if x] or ([] if any(b in text for b, _, _ in BLOCKS) else [check(args.check, "")])
     except Inconsistent as exc:
         print(f"results_table: {exc}", file=sys.stderr)
         return 1
-    if args.check is None:
-        print(text)
-        return 0
-    problem = check(args.check, text)
-    if problem:
+    for problem in problems:
         print(f"results_table: {problem}", file=sys.stderr)
-    return 1 if problem else 0
+    return 1 if problems else 0
 
 
 if __name__ == "__main__":

@@ -23,7 +23,8 @@ import sys
 from pathlib import Path
 
 from unified.benchmarks.splits import split_ids
-from unified.eval.experiments.record import REPO, repo_relative, write_json
+from unified.cli import exit_code
+from unified.eval.experiments.record import REPO, committed_weights, repo_relative, write_json
 from unified.eval.experiments.rescore import evaluate, metric
 
 
@@ -45,7 +46,7 @@ def main() -> int:
         raise SystemExit(f"{len(trained & set(ids))} of these problems were trained on: raise --offset")
     runs = args.runs_dir / f"{args.result.stem}-{args.offset}+{args.problems}"
     controls = [evaluate(bench, model, ids, runs / f"control_{k}") for k in range(1, args.repeats + 1)]
-    weights = {0: str(REPO / original["model_path"]), **seed_weights(args.seed_weights)}
+    weights = {0: str(REPO / committed_weights(original, args.result)), **seed_weights(args.seed_weights)}
     afters = {s: evaluate(bench, w, ids, runs / f"seed{s}") for s, w in sorted(weights.items())}
     hidden = metric(ids, controls, {s: a["per_problem"] for s, a in afters.items()}, "per_problem")
     evalplus = metric(ids, controls, {s: a.get("per_problem_evalplus", {}) for s, a in afters.items()}, "per_problem_evalplus")
@@ -89,4 +90,4 @@ def seed_weights(pairs: list[str]) -> dict[int, str]:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(exit_code(main, "run it again"))
