@@ -245,13 +245,15 @@ def _dtype_reason(run: Components) -> str:
 
 
 def _finish(run: Components, runlog: RunLog) -> None:
-    if run.cfg.trainer.eval_every > 0:
-        measure.final_evaluation(run, runlog)
+    before = run.eval_history[0][1] if run.eval_history else None  # the first evaluated round's start
+    final = measure.final_evaluation(run, runlog) if run.cfg.trainer.eval_every > 0 else None
     if run.dist.is_main and (run.out_dir / "metrics.jsonl").exists():
         png = run.out_dir / "tensorboard" / "summary.png"
-        plot_run(run.out_dir / "metrics.jsonl", png)
+        plot_run(run.out_dir / "metrics.jsonl", png, final_pass_at_1=final.pass_at_1 if final else None)
         log.info("summary plot: %s", png)
     log.info("done: version %d, engine creations %d, logs in %s", run.aggregator.version, engine_creations(), run.out_dir)
+    if final is not None:  # the last line a user reads
+        log.info(measure.verdict(before, final.pass_at_1, final.scored))
 
 
 def _engines_agree(run: Components) -> float:

@@ -83,7 +83,7 @@ def _fit(run: Components, compute: dict) -> dict:
     return fit_metrics(run.cfg.benchmark.name, summary)
 
 
-def final_evaluation(run: Components, runlog: RunLog) -> None:
+def final_evaluation(run: Components, runlog: RunLog) -> EvalResult:
     """Greedy pass@1 of the final weights on the hidden tests; EvalPlus samples.jsonl."""
     with phase_engine(run) as engine:
         parts = all_gather(evaluate(run.problems, engine, run.executor, run.cfg.pipeline.program_max_tokens, seed=run.cfg.seed))
@@ -101,4 +101,14 @@ def final_evaluation(run: Components, runlog: RunLog) -> None:
         runlog.scalars(run.cfg.trainer.rounds, {"eval/final_pass@1": result.pass_at_1, **compute, **fit})
     log.info("final pass@1 %.3f (%d/%d problems) at version %d: %s", result.pass_at_1, result.passed, result.scored,
              run.aggregator.version, run.out_dir / "eval" / "samples.jsonl")  # fmt: skip
+    return result
+
+
+def verdict(before: float | None, after: float, problems: int) -> str:
+    """The run's last words on pass@1: before -> after, and what so few problems can show."""
+    head = f"greedy pass@1 on these {problems} problems: " + (f"{before:.3f} -> {after:.3f}" if before is not None else f"{after:.3f} after training")
+    if problems >= 100:
+        return head
+    return (f"{head}. {problems} problems cannot show a gain (one problem moves pass@1 by {1 / max(problems, 1):.2f}); "
+            "the measured gain, 100 problems x 3 seeds against the untrained control, is in docs/results/README.md")
 
