@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from unified.errors import UserError
 from unified.eval.experiments.record import Record, settings, write_json
 
 RESULTS = Path(__file__).resolve().parents[3] / "docs" / "results"
@@ -43,3 +44,17 @@ def test_written_results_carry_the_cpu_and_the_commit(tmp_path):
     assert body["settings"]["model"] == "smollm2" and body["gain"] == 0.1
     assert {"model", "kind", "amx_bf16"} <= set(body["settings"]["cpu"]) and "commit" in body["settings"]
     assert {"date", "machine", "cpu", "commit", "command"} <= set(settings())
+
+
+def test_the_front_page_picture_is_drawn_from_the_json(tmp_path):
+    from unified.eval.experiments import summary_plot
+
+    result = tmp_path / "r.json"
+    result.write_text(json.dumps({"benchmark": "mbpp", "rounds": 3, "per_problem_before": {"a": 0.0, "b": 1.0},
+                                  "seeds": [{"seed": 0, "per_problem_after": {"a": 1.0, "b": 1.0}}]}))  # fmt: skip
+    curve = tmp_path / "c.json"
+    curve.write_text(json.dumps({"problems": ["a", "b"], "curve": [{"round": 0, "pass_at_1": 0.5}, {"round": 1, "pass_at_1": 1.0}]}))
+    out = summary_plot.plot(result, curve, tmp_path / "s.png")
+    assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    with pytest.raises(UserError, match="no per-seed outcomes"):
+        summary_plot.plot(curve, curve, tmp_path / "t.png")
