@@ -1,20 +1,16 @@
-"""The benches' yardsticks: FLOPs per token from a model's config (bench/model_flops.py)
+"""The benches' yardsticks: FLOPs per token from a model's config (unified/models/flops.py)
 agree with the real modules' matrix-product weights, and the matrix-product peak
 (bench/peak.py) is measured at the thread count asked for, in a child process where this
 one cannot change its thread count (as after vLLM's CPU worker started). No timing is
 asserted: only that the measurement is taken where and how it says."""
 
 import json
-import sys
-from pathlib import Path
 
 import pytest
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
-
-import model_flops  # noqa: E402
-import peak  # noqa: E402
+from bench import peak
+from unified.models import flops as model_flops
 
 SMOLLM2 = {"hidden_size": 576, "intermediate_size": 1536, "num_attention_heads": 9, "num_key_value_heads": 3,
            "head_dim": 64, "num_hidden_layers": 30, "vocab_size": 49152, "tie_word_embeddings": True}  # fmt: skip

@@ -1,4 +1,4 @@
-"""bench/compare_arms.py on hand-made learning_gain results: arms are paired by seed, the
+"""unified/eval/experiments/compare_arms.py on hand-made learning_gain results: arms are paired by seed, the
 difference and its counts match hand-computed values, noise in either control is left out,
 each arm's round cost is read from its metrics, and results that are not paired are one
 clear error line."""
@@ -10,11 +10,10 @@ from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO / "bench"))
+REPO = Path(__file__).resolve().parents[3]
 
-import compare_arms  # noqa: E402
-from unified.errors import UserError  # noqa: E402
+from unified.errors import UserError
+from unified.eval.experiments import compare_arms
 
 IDS = [f"Mbpp/{i}" for i in range(10)]
 CONTROL = {i: float(n == 0) for n, i in enumerate(IDS)}
@@ -69,10 +68,10 @@ def test_command_line_writes_the_json_and_a_bad_file_is_one_line(tmp_path):
     a, b = tmp_path / "a.json", tmp_path / "b.json"
     a.write_text(json.dumps(_result({0: _solves(0, 1)}, 1.0, 1.0)))
     b.write_text(json.dumps(_result({0: _solves(0)}, 1.0, 1.0)))
-    run = subprocess.run([sys.executable, str(REPO / "bench" / "compare_arms.py"), str(a), str(b), "--names", "mix,solo",
+    run = subprocess.run([sys.executable, "-m", "unified.eval.experiments.compare_arms", str(a), str(b), "--names", "mix,solo",
                           "--output", str(tmp_path / "out.json")], capture_output=True, text=True)  # fmt: skip
     assert run.returncode == 0, run.stderr
     assert json.loads((tmp_path / "out.json").read_text())["versus"]["only_mix"] == 1
-    bad = subprocess.run([sys.executable, str(REPO / "bench" / "compare_arms.py"), str(a), str(tmp_path / "none.json")],
+    bad = subprocess.run([sys.executable, "-m", "unified.eval.experiments.compare_arms", str(a), str(tmp_path / "none.json")],
                          capture_output=True, text=True)  # fmt: skip
     assert bad.returncode == 2 and bad.stderr.count("\n") == 1 and "cannot read" in bad.stderr

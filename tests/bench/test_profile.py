@@ -2,14 +2,10 @@
 under the group that names what it is, and the wall time no operator accounts for is
 "outside torch ops" (no timing is asserted, only the bookkeeping)."""
 
-import sys
-from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
-
-import engine_profile as ep  # noqa: E402
+from bench import engine_profile as ep
 
 
 @pytest.mark.parametrize("name, group", [

@@ -2,7 +2,7 @@
 own visible examples, against the untrained model, over seeds, with flips, McNemar's exact p
 and a paired-bootstrap interval.
 
-    python bench/learning_gain.py --problems 100 --rounds 3 --seeds 0,1 [--split report]
+    python -m unified.eval.experiments.gain --problems 100 --rounds 3 --seeds 0,1 [--split report]
         [--benchmark mbpp|humaneval] [--parallel] [--collect] [key=value ...]
 
 Steps (each resumes: a killed bench continues where it stopped; `--collect` only rebuilds):
@@ -22,7 +22,7 @@ Steps (each resumes: a killed bench continues where it stopped; `--collect` only
    `python -m unified.eval --model <model_path>` re-scores to seed 0's `pass_at_1_after`.
 
 Problems: MBPP+ ids in a seeded random order (seed 0), split in two disjoint sets: `tune`
-(the first 100: hyper-parameters are chosen on these, bench/sweep.py) and `report` (the
+(the first 100: hyper-parameters are chosen on these, unified/eval/experiments/sweep.py) and `report` (the
 other 299: results are reported on the first N, never tuned on). HumanEval: all 164 in
 order (its visible tests are the examples in the prompts).
 """
@@ -30,40 +30,19 @@ order (its visible tests are the examples in the prompts).
 from __future__ import annotations
 
 import argparse
-import datetime
 import json
 import os
-import platform
-import random
 import subprocess
 import sys
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
-
-from unified.files import latest_checkpoint, read_jsonl  # noqa: E402
-from unified.pipeline.failures import flip_classes, gain_split  # noqa: E402
-
-SPLIT_SEED, TUNE_SIZE = 0, 100
-
-
-def split_ids(split: str, benchmark: str = "mbpp") -> list[str]:
-    """The split's problem ids; `no_example`: the problems with no visible example that has an
-    expected value (HumanEval: 48 of 164 prompts; the `solve` kind builds nothing for them
-    unless its labels come from agreement)."""
-    from unified.benchmarks.load import load_problems
-
-    problems = load_problems(benchmark, None, None, [])
-    if split == "no_example":  # MBPP+'s examples get their values from the sandbox later: every one has one
-        if benchmark == "mbpp":
-            raise SystemExit("--split no_example is for --benchmark humaneval (every MBPP+ problem has an example)")
-        return [p.problem_id for p in problems if not any(c.expected is not None for c in p.visible)]
-    ids = [p.problem_id for p in problems]
-    if benchmark != "mbpp":
-        return ids
-    random.Random(SPLIT_SEED).shuffle(ids)
-    return ids[:TUNE_SIZE] if split == "tune" else ids[TUNE_SIZE:]
+from unified.benchmarks.splits import SPLIT_SEED, split_ids
+from unified.cli import exit_code
+from unified.eval.experiments.record import REPO, Record, repo_relative, settings, write_json
+from unified.eval.failures import flip_classes, gain_split
+from unified.eval.gain_stats import noisy_problems, summary
+from unified.files import latest_checkpoint, read_jsonl
+from unified.machine import cpu_info, git_commit
 
 
 def _run(cmd: list[str], log: Path, env: dict) -> subprocess.Popen:
@@ -75,10 +54,8 @@ def _run(cmd: list[str], log: Path, env: dict) -> subprocess.Popen:
 def _note_machine(path: Path, job: str) -> None:
     """One line per job launched in a folder: the CPU and commit it ran on (a resumed run may
     continue on another machine; results compare only within one CPU kind)."""
-    from unified.machine import cpu_info, git_commit
-
     with open(path, "a") as f:
-        f.write(json.dumps({"job": job, "date": datetime.datetime.now().isoformat(timespec="seconds"), "cpu": cpu_info(),
+        f.write(json.dumps({"job": job, "date": settings()["date"], "cpu": cpu_info(),
                             "commit": git_commit(REPO)}) + "\n")  # fmt: skip
 
 
@@ -152,8 +129,6 @@ def run_select(args, ids, base: Path, env: dict) -> int:
 
 def select_block(args, ids: list[str], base: Path) -> dict | None:
     """`select_visible` of the result: filtered pass@1 of the control and of seed 0, with flips."""
-    from unified.eval.gain_stats import summary
-
     control = _json(base / "select_control" / "eval_results.json")
     after = _json(base / f"seed{args.seeds[0]}" / "select_after" / "eval_results.json")
     if not (control.get("complete") and after.get("complete")):
@@ -179,8 +154,6 @@ def control_dirs(args) -> list[str]:
 def metric_block(ids: list[str], controls: list[dict], afters: dict[int, dict], key: str) -> dict:
     """One metric's statistics (`key`: the eval JSON's per-problem map): per seed against the
     first control, leaving out the problems whose control differs between repeats."""
-    from unified.eval.gain_stats import noisy_problems, summary
-
     reps = [{i: c.get(key, {}).get(i) for i in ids} for c in controls if c.get(key)]
     if not reps:
         return {}
@@ -199,85 +172,107 @@ def _fail(what: str, log: Path) -> int:
 
 
 def collect(args, ids: list[str], base: Path, overrides: list[str]) -> dict:
-    from unified.eval.gain_stats import summary
-    from unified.machine import cpu_info, git_commit
-
+    """The result JSON: its record's figures under the keys committed results carry."""
     controls = [_json(base / name / "eval_results.json") for name in control_dirs(args)]
     controls = [c for c in controls if c.get("complete")] or controls[:1]
     before = controls[0]
-    control = {i: before.get("per_problem", {}).get(i) for i in ids}
-    rows = {r["task_id"]: r for r in read_jsonl(base / "before" / "samples.jsonl")}
-    headroom = sorted(i for i in ids if control.get(i) == 0 and (rows.get(i, {}).get("correct") or 0) > 0)
-    seeds, afters = [], {}
+    seeds, after_json = _seeds(args, ids, base)
+    hidden = metric_block(ids, controls, after_json, "per_problem")
+    record = Record(f"{args.benchmark}-{args.split}", args.benchmark, {i: before.get("per_problem", {}).get(i) for i in ids},
+                    tuple((x["seed"], x["per_problem_after"]) for x in seeds), tuple(hidden.get("noisy_problems", [])),
+                    rounds=args.rounds, settings=_settings(args, base, overrides))  # fmt: skip
+    _classify(seeds, record, before, after_json)
+    return {"benchmark": args.benchmark, "problems": ids, "rounds": args.rounds, "model_path": repo_relative(args.weights),
+            **_figures(record, seeds, before, _sample_rows(base)), **_discovery(record, seeds), "complete": len(seeds) == len(args.seeds),
+            "control_repeats": hidden.get("control_repeats", 1), "control_pass_at_1_repeats": hidden.get("control_pass_at_1_repeats", []),
+            "metric": {"pass_at_1_*": "hidden tests only (MBPP+: plus inputs; HumanEval: check's calls)",
+                       "evalplus": "EvalPlus's pass@1 of the same greedy samples (MBPP+: base + plus inputs)"},
+            "evalplus": metric_block(ids, controls, after_json, "per_problem_evalplus"), "settings": dict(record.settings)}  # fmt: skip
+
+
+def _seeds(args, ids: list[str], base: Path) -> tuple[list[dict], dict[int, dict]]:
+    """Each finished seed's row (outcomes, sampled pass@k, metrics per round, CPU kinds) and its eval JSON."""
+    seeds, after_json = [], {}
     for s in args.seeds:
         after = _json(base / f"seed{s}" / "after" / "eval_results.json")
         if not after.get("complete"):
             continue
-        afters[s] = {i: after["per_problem"].get(i) for i in ids}
-        seeds.append({"seed": s, "pass_at_1_after": after.get("pass@1", after.get("pass_at_1")), "per_problem_after": afters[s],
+        after_json[s] = after
+        seeds.append({"seed": s, "pass_at_1_after": after.get("pass@1", after.get("pass_at_1")),
+                      "per_problem_after": {i: after["per_problem"].get(i) for i in ids},
                       "sampled_pass_at_1_after": after.get("pass_at_k", {}).get("1"), "pass_at_k_after": after.get("pass_at_k", {}),
                       "metrics_per_round": _per_round(base / f"seed{s}" / "run"), "cpu_kinds": machines(base / f"seed{s}")})  # fmt: skip
-    control_pass = before.get("pass@1", before.get("pass_at_1"))
-    after_json = {s: _json(base / f"seed{s}" / "after" / "eval_results.json") for s in afters}
-    hidden = metric_block(ids, controls, after_json, "per_problem")
-    noisy = hidden.get("noisy_problems", [])
-    stats = summary(control, afters, noisy) if afters else {}
-    steady = {i: v for i, v in control.items() if i not in noisy}  # the flips the statistics count
-    for seed in seeds:  # what each flip was, before and after
+    return seeds, after_json
+
+
+def _classify(seeds: list[dict], record: Record, before: dict, after_json: dict) -> None:
+    """Each seed's flips with their failure class before and after (`flip_classes`), in place."""
+    steady = {i: v for i, v in record.control.items() if i not in set(record.noisy)}  # the flips the statistics count
+    for seed in seeds:
         classes = before.get("per_problem_class"), after_json[seed["seed"]].get("per_problem_class")
-        seed["flip_classes"] = flip_classes(*classes, steady, afters[seed["seed"]]) if all(classes) else None
-    for seed in seeds:  # discovery: problems with a sample passing the visible example, per round and in any round
+        seed["flip_classes"] = flip_classes(*classes, steady, seed["per_problem_after"]) if all(classes) else None
+
+
+def _figures(record: Record, seeds: list[dict], before: dict, rows: dict) -> dict:
+    """pass@1 before and after, the gain, flips, McNemar p and the interval: computed from the record."""
+    stats = summary(record.control, dict(record.seeds), record.noisy) if record.seeds else {}
+    control_pass = before.get("pass@1", before.get("pass_at_1"))
+    sampled = [x["sampled_pass_at_1_after"] for x in seeds if x["sampled_pass_at_1_after"] is not None]
+    headroom = sorted(i for i, v in record.control.items() if v == 0 and (rows.get(i, {}).get("correct") or 0) > 0)
+    return {"pass_at_1_before": control_pass, "pass_at_1_after": sum(x["pass_at_1_after"] for x in seeds) / len(seeds) if seeds else None,
+            "control_pass_at_1_after": control_pass, "gain": stats.get("gain"), "gain_per_seed": stats.get("gain_per_seed"), "seeds": seeds,
+            "gain_split": gain_split([x["flip_classes"] for x in seeds if x["flip_classes"]]),  # net problems: format / logic fixes
+            "per_seed": stats.get("per_seed"),  # each seed's own flips and McNemar p against the control
+            "flips_gained": stats.get("flips_gained"), "flips_lost": stats.get("flips_lost"), "mcnemar_p": stats.get("mcnemar_p"),
+            "ci95": stats.get("ci95"), "sampled_pass_at_1_before": before.get("pass_at_k", {}).get("1"),
+            "sampled_pass_at_1_after": sum(sampled) / len(sampled) if sampled else None,
+            "pass_at_k_before": before.get("pass_at_k", {}), "control_classes": before.get("classes"),
+            "control_classes_source": before.get("per_problem_class_source", "this run's control evaluation"),
+            "headroom": len(headroom), "headroom_problems": headroom, "per_problem_before": dict(record.control),
+            # the control repeated (greedy in bf16 depends on the batch): problems whose control differs between
+            # repeats are noise, left out of every figure above and listed here
+            "noisy_problems": list(record.noisy)}  # fmt: skip
+
+
+def _discovery(record: Record, seeds: list[dict]) -> dict:
+    """Per seed: problems with a sample passing the visible example per round and in any round,
+    generated tokens, and the problems gained (noise aside)."""
+    for seed in seeds:
         rounds = seed["metrics_per_round"]
         seed["signal_problems"] = [r.get("tasks/found_problems") for r in rounds]
         seed["signal_problems_any_round"] = rounds[-1].get("tasks/found_total") if rounds else None
         seed["generated_tokens"] = rounds[-1].get("compute/generation_tokens") if rounds else None
-    gained_sets = {s: sorted(i for i in steady if not steady[i] and afters[s].get(i)) for s in afters}
-    after_mean = sum(x["pass_at_1_after"] for x in seeds) / len(seeds) if seeds else None
-    sampled_after = [x["sampled_pass_at_1_after"] for x in seeds if x["sampled_pass_at_1_after"] is not None]
-    return {
-        "benchmark": args.benchmark, "problems": ids, "rounds": args.rounds, "model_path": repo_relative(args.weights),
-        "pass_at_1_before": control_pass, "pass_at_1_after": after_mean, "control_pass_at_1_after": control_pass,
-        "gain": stats.get("gain"), "gain_per_seed": stats.get("gain_per_seed"), "seeds": seeds,
-        "gain_split": gain_split([x["flip_classes"] for x in seeds if x["flip_classes"]]),  # net problems: format / logic fixes
-        "per_seed": stats.get("per_seed"),  # each seed's own flips and McNemar p against the control
-        "flips_gained": stats.get("flips_gained"), "flips_lost": stats.get("flips_lost"), "mcnemar_p": stats.get("mcnemar_p"),
-        "ci95": stats.get("ci95"), "sampled_pass_at_1_before": before.get("pass_at_k", {}).get("1"),
-        "sampled_pass_at_1_after": sum(sampled_after) / len(sampled_after) if sampled_after else None,
-        "pass_at_k_before": before.get("pass_at_k", {}), "control_classes": before.get("classes"),
-        "control_classes_source": before.get("per_problem_class_source", "this run's control evaluation"), "headroom": len(headroom), "headroom_problems": headroom,
-        "per_problem_before": control, "complete": len(seeds) == len(args.seeds),
-        "signal_problems": {str(x["seed"]): x["signal_problems"] for x in seeds},  # per seed, per round
-        "signal_problems_any_round": {str(x["seed"]): x["signal_problems_any_round"] for x in seeds},
-        "generated_tokens": {str(x["seed"]): x["generated_tokens"] for x in seeds},
-        "gained_problems": {str(s): g for s, g in gained_sets.items()},
-        "distinct_gained": len({i for g in gained_sets.values() for i in g}),
-        # the control repeated (issue: greedy in bf16 depends on the batch); problems whose control differs between
-        # repeats are noise, left out of every figure above and listed here
-        "noisy_problems": noisy, "control_repeats": hidden.get("control_repeats", 1),
-        "control_pass_at_1_repeats": hidden.get("control_pass_at_1_repeats", []),
-        "metric": {"pass_at_1_*": "hidden tests only (MBPP+: plus inputs; HumanEval: check's calls)",
-                   "evalplus": "EvalPlus's pass@1 of the same greedy samples (MBPP+: base + plus inputs)"},
-        "evalplus": metric_block(ids, controls, after_json, "per_problem_evalplus"),
-        "settings": {"model": args.model, "split": args.split, "offset": args.offset, "split_seed": SPLIT_SEED,
-                     "sampling": {"n": args.n, "temperature": args.temperature}, "overrides": overrides,
-                     "train_config": _saved_config(base / f"seed{args.seeds[0]}" / "run"),
-                     "date": datetime.date.today().isoformat(), "parallel": args.parallel,
-                     "machine": f"{platform.machine()}, {os.cpu_count()} cores, {platform.python_version()}",
-                     "cpu": cpu_info(), "commit": git_commit(REPO), "control_cpu_kinds": machines(base)},
-    }  # fmt: skip
+    steady = {i: v for i, v in record.control.items() if i not in set(record.noisy)}
+    gained = {s: sorted(i for i in steady if not steady[i] and after.get(i)) for s, after in record.seeds}
+    return {"signal_problems": {str(x["seed"]): x["signal_problems"] for x in seeds},
+            "signal_problems_any_round": {str(x["seed"]): x["signal_problems_any_round"] for x in seeds},
+            "generated_tokens": {str(x["seed"]): x["generated_tokens"] for x in seeds},
+            "gained_problems": {str(s): g for s, g in gained.items()}, "distinct_gained": len({i for g in gained.values() for i in g})}  # fmt: skip
+
+
+def _sample_rows(base: Path) -> dict:
+    """The control's sampled completions per problem (`correct`: how many of them pass)."""
+    return {r["task_id"]: r for r in read_jsonl(base / "before" / "samples.jsonl")}
+
+
+def _settings(args, base: Path, overrides: list[str]) -> dict:
+    return {"model": args.model, "split": args.split, "offset": args.offset, "split_seed": SPLIT_SEED,
+            "sampling": {"n": args.n, "temperature": args.temperature}, "overrides": overrides,
+            "train_config": _saved_config(base / f"seed{args.seeds[0]}" / "run"), "parallel": args.parallel,
+            **settings(), "control_cpu_kinds": machines(base)}  # fmt: skip
 
 
 def attach(result: dict, curve: dict | None = None, transfer: dict | None = None) -> dict:
-    """The result with issue 35's `curve` (bench/curve.py: one point per round of one seed's run)
-    and `transfer` (bench/transfer.py: these weights on untrained problems) beside its own keys.
+    """The result with issue 35's `curve` (unified/eval/experiments/curve.py: one point per round of one seed's run)
+    and `transfer` (unified/eval/experiments/transfer.py: these weights on untrained problems) beside its own keys.
     A curve of other problems or another number of rounds, or a transfer measured from other
     trained problems, stops with one line: the keys must describe this result."""
     out = dict(result)
     if curve is not None:
         if not curve.get("curve"):
-            raise SystemExit("--curve: no `curve` points in that file; give the JSON bench/curve.py wrote")
+            raise SystemExit("--curve: no `curve` points in that file; give the JSON unified/eval/experiments/curve.py wrote")
         if curve.get("problems") is not None and list(curve["problems"]) != list(result["problems"]):
-            raise SystemExit("--curve: the curve evaluated other problems than this result's; rerun bench/curve.py "
+            raise SystemExit("--curve: the curve evaluated other problems than this result's; rerun unified/eval/experiments/curve.py "
                              "with --problems-from this result")  # fmt: skip
         if max(p["round"] for p in curve["curve"]) != result["rounds"]:
             raise SystemExit(f"--curve: the curve ends at round {max(p['round'] for p in curve['curve'])}, this result "
@@ -286,18 +281,12 @@ def attach(result: dict, curve: dict | None = None, transfer: dict | None = None
     if transfer is not None:
         block = transfer.get("transfer")
         if not block:
-            raise SystemExit("--transfer: no `transfer` block in that file; give the JSON bench/transfer.py wrote")
+            raise SystemExit("--transfer: no `transfer` block in that file; give the JSON unified/eval/experiments/transfer.py wrote")
         if sorted(transfer.get("trained_on", [])) != sorted(result["problems"]):
             raise SystemExit("--transfer: that transfer was measured from weights trained on other problems; "
-                             "rerun bench/transfer.py on this result")  # fmt: skip
+                             "rerun unified/eval/experiments/transfer.py on this result")  # fmt: skip
         out["transfer"] = block
     return out
-
-
-def repo_relative(path: str) -> str:
-    """`path` relative to the repository when it lies inside it (how result JSONs name files)."""
-    p = Path(path).resolve()
-    return str(p.relative_to(REPO)) if p.is_relative_to(REPO) else str(path)
 
 
 def _saved_config(run: Path) -> dict:
@@ -320,10 +309,10 @@ def _per_round(run: Path) -> list[dict]:
 
 def write_weights(args, base: Path) -> None:
     """Seed 0's last checkpoint as compact committed weights (once)."""
+    from omegaconf import OmegaConf
+
     from unified.models.compact import is_compact, write_compact, write_compact_adapter
     from unified.models.resolve import resolve_model_path
-
-    from omegaconf import OmegaConf
 
     ckpt = latest_checkpoint(base / f"seed{args.seeds[0]}" / "run" / "checkpoints")
     if ckpt is not None and not is_compact(args.weights):
@@ -357,8 +346,8 @@ def main() -> int:
     p.add_argument("--runs-dir", default=str(REPO / "logs" / "bench" / "test_time_gain"))
     p.add_argument("--output", default=None, help="default logs/bench/test_time_gain[_humaneval].json")
     p.add_argument("--weights", default=None, help="seed 0's compact weights (default docs/results/weights/<benchmark>-seed0)")
-    p.add_argument("--curve", type=Path, default=None, help="a bench/curve.py JSON of one of these seeds: kept as `curve`")
-    p.add_argument("--transfer", type=Path, default=None, help="a bench/transfer.py JSON of these weights: kept as `transfer`")
+    p.add_argument("--curve", type=Path, default=None, help="a unified/eval/experiments/curve.py JSON of one of these seeds: kept as `curve`")
+    p.add_argument("--transfer", type=Path, default=None, help="a unified/eval/experiments/transfer.py JSON of these weights: kept as `transfer`")
     args, overrides = p.parse_known_args()
     if [o for o in overrides if "=" not in o]:
         p.error(f"unknown argument(s) {[o for o in overrides if '=' not in o]}: extra arguments must be key=value overrides")
@@ -376,8 +365,7 @@ def main() -> int:
     result["select_visible"] = select_block(args, ids, base)
     suffix = "" if args.benchmark == "mbpp" else f"_{args.benchmark}"
     out = Path(args.output or REPO / "logs" / "bench" / f"test_time_gain{suffix}.json")
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(result, indent=1) + "\n")
+    write_json(out, result)
     f = lambda v: "n/a" if v is None else f"{v:.3f}"  # noqa: E731
     print(f"greedy pass@1 control {f(result['control_pass_at_1_after'])} | after {f(result['pass_at_1_after'])} "
           f"(seeds {result['gain_per_seed']}) | flips +{result['flips_gained']}/-{result['flips_lost']} | "
@@ -386,4 +374,4 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(exit_code(main, "run the same command again: every step resumes"))

@@ -2,10 +2,10 @@
 (problems, rounds, group size, token budget), its greedy pass@1 gain over the untrained
 model on the same problems, every configuration in one JSON.
 
-    python bench/sweep.py [--problems 40] [--rounds 3] [--only NAME,...] [--collect]
+    python -m unified.eval.experiments.sweep [--problems 40] [--rounds 3] [--only NAME,...] [--collect]
 
 Configurations are `CONFIGS` below (name -> key=value overrides of the default recipe).
-Each runs through bench/learning_gain.py (`--split tune --seeds 0`), so it resumes and
+Each runs through unified/eval/experiments/gain.py (`--split tune --seeds 0`), so it resumes and
 writes the same keys; the untrained model's evaluation is made once and shared. Writes
 RUNS_DIR.json beside the runs (logs/bench/sweep.json by default; copy it to docs/results/
 with the report). A sweep against a new default takes its own `--runs-dir`: a finished
@@ -22,8 +22,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
+from unified.eval.experiments.record import REPO, write_json
 
 CONTROLS = ("before", "control_2", "control_3")  # learning_gain's control evaluations (--control-repeats 3)
 CONFIGS: dict[str, list[str]] = {
@@ -105,7 +104,7 @@ def main() -> int:
             if (runs / control).is_dir() and not (base / control).exists():
                 base.mkdir(parents=True, exist_ok=True)
                 shutil.copytree(runs / control, base / control)
-        cmd = [sys.executable, str(REPO / "bench" / "learning_gain.py"), "--split", "tune", "--problems", str(args.problems),
+        cmd = [sys.executable, "-m", "unified.eval.experiments.gain", "--split", "tune", "--problems", str(args.problems),
                "--rounds", str(args.rounds), "--seeds", "0", "--runs-dir", str(out), "--output", str(out / "result.json"),
                "--weights", str(out / "weights"), *(["--collect"] if args.collect else []), *CONFIGS[name]]  # fmt: skip
         if subprocess.run(cmd, cwd=REPO, env={**os.environ, "PYTHONUNBUFFERED": "1"}).returncode != 0:
@@ -124,7 +123,7 @@ def main() -> int:
             "per_problem_after": {s["seed"]: s["per_problem_after"] for s in result.get("seeds", [])}}  # fmt: skip
     against_default(results)
     out = runs.parent / f"{runs.name}.json"  # logs/bench/sweep -> logs/bench/sweep.json
-    out.write_text(json.dumps({"split": "tune", "problems": args.problems, "rounds": args.rounds, "configs": results}, indent=1) + "\n")
+    write_json(out, {"split": "tune", "problems": args.problems, "rounds": args.rounds, "configs": results})
     for name, r in results.items():
         print(f"{name:22s} gain {r['gain']}  flips +{r['flips_gained']}/-{r['flips_lost']}  p {r['mcnemar_p']}")
     print(f"-> {out}")

@@ -1,16 +1,13 @@
-"""bench/results_table.py: the results README's table is recomputed from the JSONs' per-problem
+"""unified/eval/experiments/results_table.py: the results README's table is recomputed from the JSONs' per-problem
 outcomes, refuses a JSON that contradicts itself, and the committed table matches the data."""
 
-import importlib.util
 import json
 from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[1]
-_spec = importlib.util.spec_from_file_location("results_table", REPO / "bench" / "results_table.py")
-rt = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(rt)
+REPO = Path(__file__).resolve().parents[3]
+from unified.eval.experiments import results_table as rt
 
 
 def _result(control: list[int], afters: list[list[int]], **stated) -> dict:
@@ -68,11 +65,19 @@ def test_the_check_names_a_stale_or_missing_block(tmp_path):
 
 
 def test_the_committed_table_is_the_committed_results():
-    """docs/results/README.md's table, and the README's copy of it, are what the JSONs give:
-    edit a JSON (or a table) alone and this fails."""
+    """docs/results/README.md's table, and the front page's headline rows, are what the JSONs
+    give: edit a JSON (or a table) alone and this fails."""
     folder = REPO / "docs" / "results"
     assert rt.check(folder / "README.md", rt.table(folder)) == ""
-    assert rt.check(REPO / "README.md", rt.table(folder)) == ""  # the front page shows the same table
+    assert rt.check(REPO / "README.md", rt.headline(folder), rt.HEADLINE_BEGIN, rt.HEADLINE_END) == ""
+
+
+def test_write_fills_the_blocks_and_check_then_passes(tmp_path):
+    (tmp_path / "test_time_gain_x.json").write_text(json.dumps(_result([0, 0, 1, 0], [[1, 0, 1, 0]])))
+    readme = tmp_path / "README.md"
+    readme.write_text(f"# R\n\n{rt.BEGIN}\nstale\n{rt.END}\ntail\n")
+    assert rt.write(readme, tmp_path) == 1
+    assert rt.check(readme, rt.table(tmp_path)) == "" and readme.read_text().endswith("tail\n")
 
 
 def _transfer(control: list[int], afters: list[list[int]], **stated) -> dict:

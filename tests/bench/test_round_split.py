@@ -2,14 +2,10 @@
 the evaluation row beside it), phases 2-4 summed, a key the older commit never wrote left
 empty rather than guessed, and the after/before ratios."""
 
-import sys
-from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
-
-import round_split  # noqa: E402
+from bench import round_split
 
 ROW = {"time/round": 300.0, "time/phase_1": 200.0, "time/phase_2": 5.0, "time/phase_3": 1.0, "time/phase_4": 0.5,
        "time/phase_5_generate": 0.0, "time/phase_5_score": 10.0, "time/phase_5_train": 80.0, "time/push": 0.4,

@@ -1,15 +1,11 @@
-"""bench/sweep.py's comparison of each configuration with `default` itself, on hand-made
+"""unified/eval/experiments/sweep.py's comparison of each configuration with `default` itself, on hand-made
 results: the counts and the token ratio against hand-computed values, and an unfinished
 configuration gets no comparison."""
 
-import sys
-from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
-
-import sweep  # noqa: E402
+from unified.eval.experiments import sweep
 
 IDS = [f"Mbpp/{i}" for i in range(8)]
 

@@ -7,7 +7,7 @@ rules (`abstain`: programs with no value on any input do not vote, the default; 
 they do, the rule before 2026-11-26) and runs each winning program on the problem's hidden
 tests in the sandbox. Evaluation only: nothing here reaches a reward.
 
-    python bench/agreement_labels.py RUN/round_1 [RUN2/round_1 ...] [--min-votes 2]
+    python -m unified.eval.experiments.agreement_labels RUN/round_1 [RUN2/round_1 ...] [--min-votes 2]
         [--output logs/bench/agreement_labels.json]
 
 Per rule and round: `labels` (problems with a consensus), `correct` (the winner passes the
@@ -17,25 +17,22 @@ hidden tests), `accuracy`, the rejection reasons, and each winner's votes and cl
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from collections import Counter
 from pathlib import Path
 
 import pyarrow.parquet as pq
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from unified.kinds.agreement import consensus, votes_per_program  # noqa: E402
-from unified.benchmarks.hidden import with_expected_outputs  # noqa: E402
-from unified.benchmarks.load import load_problems  # noqa: E402
-from unified.benchmarks.hidden import hidden_calls, passes_hidden  # noqa: E402
-from unified.sandbox.executor import Executor, ExecutorConfig  # noqa: E402
-from unified.types import IOTriple, Program  # noqa: E402
-from unified.values import from_literal  # noqa: E402
+from unified.benchmarks.hidden import hidden_calls, passes_hidden, with_expected_outputs
+from unified.benchmarks.load import load_problems
+from unified.eval.experiments.record import REPO, write_json
+from unified.kinds.agreement import consensus, votes_per_program
+from unified.sandbox.executor import Executor, ExecutorConfig
+from unified.types import IOTriple, Program
+from unified.values import from_literal
 
 RULES = {"abstain": True, "all_vote": False}
-OUT = Path(__file__).resolve().parents[1] / "logs" / "bench" / "agreement_labels.json"
+OUT = REPO / "logs" / "bench" / "agreement_labels.json"
 
 
 def load_round(round_dir: Path, run_batch):
@@ -110,7 +107,7 @@ def main(argv: list[str] | None = None) -> int:
         print(r["round_dir"], f"{r['problems']} problems",
               *(f"{n}: {r[n]['correct']}/{r[n]['labels']} right, rejected {r[n]['rejections']}" for n in RULES), sep="\n  ")
     args.output.parent.mkdir(parents=True, exist_ok=True)
-    args.output.write_text(json.dumps({"min_votes": args.min_votes, "rounds": results}, indent=1) + "\n")
+    write_json(args.output, {"min_votes": args.min_votes, "rounds": results})
     print(f"wrote {args.output}")
     return 0
 

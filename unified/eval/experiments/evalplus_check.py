@@ -1,7 +1,7 @@
 """Score greedy samples with EvalPlus's own `evalplus.evaluate` and compare, problem by
 problem, with the pass@1 our evaluation recorded for the same samples (`passed_evalplus`).
 
-    python bench/evalplus_check.py SAMPLES.jsonl [--benchmark mbpp] [--output FILE.json]
+    python -m unified.eval.experiments.evalplus_check SAMPLES.jsonl [--benchmark mbpp] [--output FILE.json]
 
 `SAMPLES.jsonl` is what `python -m unified.eval` writes (one greedy sample per problem, the
 `solution` field holding the program as it was run). EvalPlus wants every problem of its
@@ -22,7 +22,8 @@ import sys
 import tempfile
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
+from unified.eval.experiments.record import REPO, write_json
+
 DATA = {"mbpp": ("MBPP_OVERRIDE_PATH", REPO / "unified" / "data" / "MbppPlus.jsonl.gz")}
 
 
@@ -65,7 +66,7 @@ def main() -> None:
     print(f"{result['problems']} problems: ours {result['pass_at_1_evalplus_ours']:.3f}, evalplus.evaluate "
           f"{result['pass_at_1_evalplus_theirs']:.3f}, differ on {len(result['differ'])}: {result['differ']}")
     if args.output:
-        args.output.write_text(json.dumps(result, indent=1) + "\n")
+        write_json(args.output, result)
 
 
 if __name__ == "__main__":

@@ -3,7 +3,6 @@ per kept task, its prompt chat-templated as the engine encodes it, each answer r
 with its reward, self-play answers marked for recomputed behaviour log-probs, rollouts of
 unkept tasks left out; and one replayed update trains (weights move, same steps either arm)."""
 
-import importlib.util
 from pathlib import Path
 
 import pyarrow as pa
@@ -13,10 +12,8 @@ import torch
 
 from unified.models.tiny_model import default_model_dir
 
-REPO = Path(__file__).resolve().parents[1]
-_spec = importlib.util.spec_from_file_location("update_replay", REPO / "bench" / "update_replay.py")
-ur = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(ur)
+REPO = Path(__file__).resolve().parents[2]
+from bench import update_replay as ur
 
 
 def _round(tmp_path: Path) -> Path:

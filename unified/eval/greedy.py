@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Sequence
 
 from unified.benchmarks.hidden import correct_counts, has_hidden_tests, hidden_calls, passes_hidden, right_per_case
-from unified.pipeline.failures import extraction_class, run_class
+from unified.eval.failures import extraction_class, run_class
 from unified.pipeline.generation import Generator, SamplingConfig, user_message
 from unified.text.extract import extract_program
 from unified.text.prompts import program_prompt, with_prompt_imports
@@ -33,7 +33,7 @@ def pass_at_1(
 def graded(
     problems: Sequence[Problem], generator: Generator, run_batch, max_tokens: int, seed: int | None = None
 ) -> dict[str, tuple[float | None, str | None]]:
-    """problem_id -> (1.0 / 0.0 / None without hidden tests, its failure class: `pipeline.failures`)
+    """problem_id -> (1.0 / 0.0 / None without hidden tests, its failure class: `eval.failures`)
     for one greedy sample per problem, all problems in one executor batch."""
     calls, spans = [], []
     for problem, code, why in _greedy_programs(problems, generator, max_tokens, seed):

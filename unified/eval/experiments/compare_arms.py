@@ -1,7 +1,7 @@
-"""Two recipes against each other: two `bench/learning_gain.py` results on the same problems,
+"""Two recipes against each other: two `unified/eval/experiments/gain.py` results on the same problems,
 the same control and the same seeds, compared seed by seed (`gain_stats.versus`).
 
-    python bench/compare_arms.py A.json B.json [--names mix,solo] [--output X.json] [--note TEXT]
+    python -m unified.eval.experiments.compare_arms A.json B.json [--names mix,solo] [--output X.json] [--note TEXT]
 
 Each seed of A and B trained from the same model with the same seed on the same problems, so
 seed s is a paired experiment: per seed the problems only A solves and only B solves, with
@@ -18,12 +18,10 @@ import json
 import sys
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
-
-from unified.cli import exit_code  # noqa: E402
-from unified.errors import ArgumentParser, UserError  # noqa: E402
-from unified.eval.gain_stats import versus  # noqa: E402
+from unified.cli import exit_code
+from unified.errors import ArgumentParser, UserError
+from unified.eval.experiments.record import write_json
+from unified.eval.gain_stats import versus
 
 ARM_KEYS = ("pass_at_1_before", "pass_at_1_after", "gain", "gain_per_seed", "flips_gained", "flips_lost", "mcnemar_p",
             "ci95", "sampled_pass_at_1_before", "sampled_pass_at_1_after", "gain_split")  # fmt: skip
@@ -33,11 +31,11 @@ def load(path: Path) -> dict:
     try:
         body = json.loads(path.read_text())
     except OSError as e:
-        raise UserError(f"cannot read {path}: {e.strerror}; pass a result written by bench/learning_gain.py") from None
+        raise UserError(f"cannot read {path}: {e.strerror}; pass a result written by unified/eval/experiments/gain.py") from None
     except ValueError:
-        raise UserError(f"{path} is not JSON; pass a result written by bench/learning_gain.py") from None
+        raise UserError(f"{path} is not JSON; pass a result written by unified/eval/experiments/gain.py") from None
     if not isinstance(body, dict) or "seeds" not in body or "per_problem_before" not in body:
-        raise UserError(f"{path} has no 'seeds' or 'per_problem_before'; pass a result written by bench/learning_gain.py")
+        raise UserError(f"{path} has no 'seeds' or 'per_problem_before'; pass a result written by unified/eval/experiments/gain.py")
     return body
 
 
@@ -102,7 +100,7 @@ def main(argv: list[str] | None = None) -> int:
           f"[{v['ci95'][0]:+.3f}, {v['ci95'][1]:+.3f}]")  # fmt: skip
     if args.output:
         args.output.parent.mkdir(parents=True, exist_ok=True)
-        args.output.write_text(json.dumps(out, indent=1) + "\n")
+        write_json(args.output, out)
         print(f"-> {args.output}")
     return 0
 

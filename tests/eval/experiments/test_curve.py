@@ -1,15 +1,11 @@
-"""The learning curve's points (bench/curve.py): issue 35's keys per round, FLOPs from the
+"""The learning curve's points (unified/eval/experiments/curve.py): issue 35's keys per round, FLOPs from the
 run's cumulative tokens, and where greedy pass@1 stopped rising."""
 
 import json
-import sys
-from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
-
-import curve  # noqa: E402
+from unified.eval.experiments import curve
 
 
 def test_curve_points_carry_the_issues_keys_and_flops_from_cumulative_tokens(tmp_path):

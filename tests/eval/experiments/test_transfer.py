@@ -1,4 +1,4 @@
-"""bench/transfer.py: the JSON that issue 35's `transfer` keys come from, assembled over every
+"""unified/eval/experiments/transfer.py: the JSON that issue 35's `transfer` keys come from, assembled over every
 seed's weights against one control (the evaluations replaced by fixed outcomes: this tests the
 bookkeeping, not the model), and a bad `--seed-weights` is one line."""
 
@@ -8,11 +8,10 @@ from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO / "bench"))
+REPO = Path(__file__).resolve().parents[3]
 
-import transfer  # noqa: E402
-from learning_gain import split_ids  # noqa: E402
+from unified.benchmarks.splits import split_ids
+from unified.eval.experiments import transfer
 
 IDS = split_ids("report", "mbpp")[100:110]
 

@@ -2,7 +2,7 @@
 rules a reviewer asks for: EvalPlus's metric beside the hidden-test one, a control measured
 like the trained model and repeated, statistics per seed, and each flip's failure class.
 
-    python bench/rescore_result.py docs/results/test_time_gain.json [--repeats 3]
+    python -m unified.eval.experiments.rescore docs/results/test_time_gain.json [--repeats 3]
         [--runs-dir logs/bench/rescore] [--output docs/results/<name>_rescored.json]
 
 Every evaluation here is greedy (`python -m unified.eval --n 1`), one after another, with
@@ -25,13 +25,10 @@ import subprocess
 import sys
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
-sys.path.insert(0, str(REPO / "bench"))
-
-from learning_gain import repo_relative  # noqa: E402
-from unified.pipeline.failures import counts, flip_classes  # noqa: E402
-from unified.eval.gain_stats import noisy_problems, summary  # noqa: E402
+from unified.cli import exit_code
+from unified.eval.experiments.record import REPO, committed_weights, repo_relative, write_json
+from unified.eval.failures import counts, flip_classes
+from unified.eval.gain_stats import noisy_problems, summary
 
 
 def evaluate(benchmark: str, model: str, ids: list[str], out: Path, n: int = 1) -> dict:
@@ -77,7 +74,7 @@ def main() -> int:
     args = p.parse_args()
     original = json.loads(args.result.read_text())
     bench, ids, model = original["benchmark"], original["problems"], original["settings"]["model"]
-    weights = str(REPO / original["model_path"])
+    weights = str(REPO / committed_weights(original, args.result))
     runs = args.runs_dir / args.result.stem
     controls = [evaluate(bench, model, ids, runs / f"control_{k}") for k in range(1, args.repeats + 1)]
     seed0 = evaluate(bench, weights, ids, runs / "seed0")
@@ -106,7 +103,7 @@ def main() -> int:
                      "machine": f"{platform.machine()}, {os.cpu_count()} cores, {platform.python_version()}"},
     }  # fmt: skip
     out = args.output or REPO / "docs" / "results" / f"{args.result.stem}_rescored.json"
-    out.write_text(json.dumps(result, indent=1) + "\n")
+    write_json(out, result)
     h, e = result["hidden"], result["evalplus"]
     print(f"hidden: control {h['control_pass_at_1_repeats']} after {h['pass_at_1_after']} p/seed {h.get('mcnemar_p_per_seed')} "
           f"noisy {h.get('noisy_problems')} | evalplus: control {e['control_pass_at_1_repeats']} after {e['pass_at_1_after']} "
@@ -116,4 +113,4 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(exit_code(main, "run it again"))

@@ -6,7 +6,7 @@ measured), three ways:
     self_play    the default: the self-play kinds and phase 2's inputs  (solve and phase 1 free)
     all          the self-play kinds, inputs and solve (phase 1's programs too)
 
-    python bench/answer_shapes.py [--problems 100] [--runs-dir DIR] [--collect] [--output FILE]
+    python -m unified.eval.experiments.answer_shapes [--problems 100] [--runs-dir DIR] [--collect] [--output FILE]
 
 Per configuration and kind: rollouts, the parse-failure rate and its reasons, tasks kept,
 groups and groups whose rewards differ, mean reward and completion tokens; for phase 2's
@@ -23,12 +23,13 @@ import sys
 from collections import Counter
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
+from unified.eval.experiments.record import REPO, write_json
+from unified.kinds import SELF_PLAY, SOLVE
+
 CONFIGS = {"free": ["pipeline.constrain=[]"], "self_play": [],
            "all": ["pipeline.constrain=[induction,deduction,abduction,inputs,solve]"]}  # fmt: skip
 MIX = "pipeline.mix=[solve:0.7,deduction:0.1,abduction:0.1,induction:0.1]"
-KINDS = ("induction", "deduction", "abduction", "solve")
+KINDS = (*SELF_PLAY, SOLVE)  # the kinds the mix trains
 
 
 def run(name: str, ids: list[str], out: Path) -> None:
@@ -71,7 +72,7 @@ def main() -> int:
     p.add_argument("--collect", action="store_true")
     p.add_argument("--output", default=str(REPO / "logs" / "bench" / "answer_shapes.json"))
     args = p.parse_args()
-    from bench.learning_gain import split_ids
+    from unified.benchmarks.splits import split_ids
 
     ids = split_ids("tune")[: args.problems]
     base = Path(args.runs_dir)
@@ -83,7 +84,7 @@ def main() -> int:
         if (base / name / "metrics.jsonl").exists():
             result["configs"][name] = {"overrides": CONFIGS[name], **summarize(base / name)}
     Path(args.output).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.output).write_text(json.dumps(result, indent=1) + "\n")
+    write_json(Path(args.output), result)
     print(f"{'config':10s} {'kind':10s} {'parse fail':>10s} {'signal':>8s} {'tokens':>7s}")
     for name, body in result["configs"].items():
         for kind, k in body["kinds"].items():

@@ -2,14 +2,14 @@
 (greedy pass@1, and `--n` samples for sampled pass@1 and pass@n), against rounds and
 against the compute the run spent to get there.
 
-    python bench/curve.py RUN_DIR --problems-from docs/results/test_time_gain.json
+    python -m unified.eval.experiments.curve RUN_DIR --problems-from docs/results/test_time_gain.json
         [--n 16] [--sampled-every K] [--jobs 2] [--before DIR] [--output logs/bench/curve.json] [--png logs/bench/curve.png]
 
 RUN_DIR is a `train_unified.py` output folder that kept every round's checkpoint
 (`trainer.save_every=1 trainer.keep_checkpoints=<rounds>`). Round 0 is the base model
 (`--before`: a finished evaluation folder of it with the same n, e.g. the bench's `before`).
 FLOPs come from the run's own token counts (`metrics.jsonl`: `compute/generation_tokens`,
-`compute/update_tokens`, cumulative) times `bench/model_flops.py`'s per-token figures for the
+`compute/update_tokens`, cumulative) times `unified/models/flops.py`'s per-token figures for the
 checkpoint's config and the run's tuning method (matrix products only: a lower bound).
 Each evaluation resumes; a finished one is not rerun. The curve's points are the keys of
 issue 35's `curve`: `round`, `pass_at_1`, `sampled_pass_at_1`, `pass_at_16` (pass@n), `flops`.
@@ -25,11 +25,9 @@ from pathlib import Path
 
 import yaml
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO / "bench"))
-
-from model_flops import generation_flops_per_token, training_flops  # noqa: E402
-from rescore_result import evaluate  # noqa: E402
+from unified.eval.experiments.record import REPO, write_json
+from unified.eval.experiments.rescore import evaluate
+from unified.models.flops import generation_flops_per_token, training_flops
 
 
 def checkpoints(run: Path) -> dict[int, Path]:
@@ -125,8 +123,8 @@ def main() -> int:
     per_trained = training_flops(model_config, config["tuning"]["method"])["per_token"]
     points = curve_points(evals, cumulative_tokens(args.run), generation_flops_per_token(model_config), per_trained, args.n)
     result = {"run": str(args.run), "problems": ids, "n": args.n, "curve": points, "saturation": saturation(points),
-              "flops": "generated tokens x 2 x params + trained tokens x the tuning's training FLOPs per token (bench/model_flops.py)"}
-    args.output.write_text(json.dumps(result, indent=1) + "\n")
+              "flops": "generated tokens x 2 x params + trained tokens x the tuning's training FLOPs per token (unified/models/flops.py)"}
+    write_json(args.output, result)
     if args.png:
         plot(points, args.n, args.png)
     for point in points:

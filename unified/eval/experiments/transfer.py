@@ -2,10 +2,10 @@
 weights and the untrained control, evaluated greedily on report problems outside the ones it
 trained on (the next `--problems` of the report split after `--offset`).
 
-    python bench/transfer.py docs/results/test_time_gain.json [--offset 100] [--problems 100]
+    python -m unified.eval.experiments.transfer docs/results/test_time_gain.json [--offset 100] [--problems 100]
         [--repeats 3] [--seed-weights SEED=MODEL_DIR ...] [--output docs/results/transfer_mbpp.json]
 
-Evaluated as `bench/rescore_result.py` evaluates (greedy, one thread, the same batches, the
+Evaluated as `unified/eval/experiments/rescore.py` evaluates (greedy, one thread, the same batches, the
 control repeated and a problem whose control outcome differs between repeats left out as
 noise). Only seed 0's weights are committed, so by default the figure is one seed's;
 `--seed-weights 1=RUN/checkpoints/round_000003/model` adds another seed's trained weights
@@ -22,12 +22,10 @@ import platform
 import sys
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
-sys.path.insert(0, str(REPO / "bench"))
-
-from rescore_result import evaluate, metric  # noqa: E402
-from learning_gain import repo_relative, split_ids  # noqa: E402
+from unified.benchmarks.splits import split_ids
+from unified.cli import exit_code
+from unified.eval.experiments.record import REPO, committed_weights, repo_relative, write_json
+from unified.eval.experiments.rescore import evaluate, metric
 
 
 def main() -> int:
@@ -48,7 +46,7 @@ def main() -> int:
         raise SystemExit(f"{len(trained & set(ids))} of these problems were trained on: raise --offset")
     runs = args.runs_dir / f"{args.result.stem}-{args.offset}+{args.problems}"
     controls = [evaluate(bench, model, ids, runs / f"control_{k}") for k in range(1, args.repeats + 1)]
-    weights = {0: str(REPO / original["model_path"]), **seed_weights(args.seed_weights)}
+    weights = {0: str(REPO / committed_weights(original, args.result)), **seed_weights(args.seed_weights)}
     afters = {s: evaluate(bench, w, ids, runs / f"seed{s}") for s, w in sorted(weights.items())}
     hidden = metric(ids, controls, {s: a["per_problem"] for s, a in afters.items()}, "per_problem")
     evalplus = metric(ids, controls, {s: a.get("per_problem_evalplus", {}) for s, a in afters.items()}, "per_problem_evalplus")
@@ -70,7 +68,7 @@ def main() -> int:
                            "date": datetime.date.today().isoformat(),
                            "machine": f"{platform.machine()}, {os.cpu_count()} cores, {platform.python_version()}"}}  # fmt: skip
     out = args.output or REPO / "docs" / "results" / f"transfer_{bench}.json"
-    out.write_text(json.dumps(result, indent=1) + "\n")
+    write_json(out, result)
     print(f"transfer on {len(ids)} untrained problems: control {transfer['control_pass_at_1_repeats']} -> seeds "
           f"{transfer['seeds']} {transfer['pass_at_1_after_per_seed']}, gain {transfer['gain']}, +{transfer['flips_gained']}/-{transfer['flips_lost']}, "
           f"p {transfer['mcnemar_p']}, ci95 {transfer['ci95']}, noisy {len(transfer['noisy_problems'])} -> {out}")  # fmt: skip
@@ -92,4 +90,4 @@ def seed_weights(pairs: list[str]) -> dict[int, str]:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(exit_code(main, "run it again"))

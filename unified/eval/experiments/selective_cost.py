@@ -11,7 +11,7 @@ skipped round is no observation, as in the trainer). Per setting of (keep, floor
 Rounds run with every problem drawn, so later rounds' signal is what the full run saw (an
 approximation: a run that skipped would have trained a little less).
 
-    python bench/selective_cost.py RUN_DIR [RUN_DIR ...] --output docs/results/selective_cost.json
+    python -m unified.eval.experiments.selective_cost RUN_DIR [RUN_DIR ...] --output docs/results/selective_cost.json
 """
 
 from __future__ import annotations

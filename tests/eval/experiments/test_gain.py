@@ -1,17 +1,14 @@
-"""bench/learning_gain.py --collect on hand-made run folders: every flip keeps its failure
+"""unified/eval/experiments/gain.py --collect on hand-made run folders: every flip keeps its failure
 class before and after, the gain splits into format and logic fixes (issue 35's keys), and a
 problem whose control differs between repeats is left out as noise."""
 
 import json
-import sys
 from argparse import Namespace
 from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
-
-import learning_gain  # noqa: E402
+from unified.eval.experiments import gain as learning_gain
 
 IDS = ["p1", "p2", "p3", "p4", "p5"]
 CONTROL = {"p1": 0.0, "p2": 0.0, "p3": 1.0, "p4": 0.0, "p5": 0.0}
