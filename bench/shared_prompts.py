@@ -5,7 +5,7 @@ arm casts them in every forward, as autocast does by itself), and with and witho
 log-probs taken from the hidden states (`unified/trainer/vocab.py`: real answer positions
 only, in chunks) instead of the full (B, R, vocab) logits.
 
-    python bench/shared_prompts.py [--prompt 190] [--responses 60,70,80,90,100,110,130,160] [--repeats 5]
+    python -m bench.shared_prompts [--prompt 190] [--responses 60,70,80,90,100,110,130,160] [--repeats 5]
 
 SmolLM2-135M-Instruct, the default tuning (top 4 layers), `model.dtype=auto`, 2 threads:
 the learner's micro-batch (8 samples of one prompt, as a group of 16 splits in two). The two
@@ -19,7 +19,6 @@ logits), `ratio_hidden` = from the hidden states / full logits (both shared and 
 from __future__ import annotations
 
 import argparse
-import json
 import platform
 import statistics
 import sys
@@ -28,9 +27,7 @@ from pathlib import Path
 
 import torch
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
-
+from bench.common import REPO, write_json
 from unified.models import smollm2  # noqa: E402
 from unified.trainer.batching import collate  # noqa: E402
 from unified.trainer.distributed import init_distributed, resolve_dtype  # noqa: E402
@@ -84,7 +81,7 @@ def main() -> int:
                            "threads": torch.get_num_threads(), "cpu": platform.processor() or platform.machine(),
                            "date": time.strftime("%Y-%m-%d %H:%M")}}  # fmt: skip
     args.output.parent.mkdir(parents=True, exist_ok=True)
-    args.output.write_text(json.dumps(result, indent=1) + "\n")
+    write_json(args.output, result, indent=1)
     print(" | ".join(f"{k} {v:.2f} CPU s" for k, v in med.items()) + f" | shared/plain {result['ratio']:.3f} | "
           f"held/cast {result['ratio_held']:.3f} | hidden/logits {result['ratio_hidden']:.3f} | all {result['ratio_all']:.3f} | "
           f"tokens through the model {through['plain']} -> {through['shared']} -> {args.output}")  # fmt: skip

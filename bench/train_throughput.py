@@ -21,7 +21,7 @@ Raw: the same model loaded with `AutoModelForCausalLM`, no FSDP, the same tuning
 batches: forward with the same `logits_to_keep`, log-softmax of the response tokens, a
 plain importance-weighted policy-gradient loss, backward, AdamW step.
 
-FLOPs (bench/model_flops.py, from the model's config.json): per trained token, forward
+FLOPs (unified/models/flops.py, from the model's config.json): per trained token, forward
 2 x (layers x P_block + P_head), backward the input gradient (2 x P) of every block from
 the lowest trainable one upward and of the head, the weight gradient (2 x P) of what
 trains, LoRA's adapters 6 x P_lora. SmolLM2, top 4 blocks: 0.382 GFLOP per token when
@@ -38,7 +38,7 @@ step is timed twice: wall clock (`*_tok_s`, `ratio`) and this process's CPU time
 the raw step in the other dtype (`raw_float32_tok_s` / `raw_bfloat16_tok_s`: what the
 dtype buys) and under `torch.compile` (`--compile`; compile time reported apart).
 
-    python bench/train_throughput.py [--model smollm2] [--tunings top_layers,lora,full] [--threads 2]
+    python -m bench.train_throughput [--model smollm2] [--tunings top_layers,lora,full] [--threads 2]
                                      [--dtype auto|bfloat16|float32] [--steps 3] [--compile] [--quick]
 
 Writes logs/bench/train_throughput.json: dtype, threads, peak_gflops, achieved_gflops,
@@ -54,14 +54,13 @@ import json
 import os
 import platform
 import statistics
-import sys
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-
 from update_paths import Ours, Raw, build_steps, model_path  # noqa: E402  (bench/ is this script's folder)
+
+from bench.common import REPO as ROOT
+from bench.common import write_json
 
 OUT = ROOT / "logs" / "bench" / "train_throughput.json"
 TARGET_RATIO = 0.9
@@ -94,7 +93,7 @@ def timed_pairs(ours: Ours, raw: Raw, steps: list[dict], args, tuning: str) -> l
 
 def summarize(records: list[dict], steps: list[dict], per: dict) -> dict:
     """Medians of tokens/s (wall and CPU) and of FLOP/s per path, from the run records."""
-    import model_flops
+    from unified.models import flops as model_flops
 
     out = {}
     for path in ("ours", "raw"):
@@ -112,7 +111,7 @@ def summarize(records: list[dict], steps: list[dict], per: dict) -> dict:
 
 
 def flops_per_token(config: dict, tuning: str, args) -> dict:
-    import model_flops
+    from unified.models import flops as model_flops
     from unified.trainer.tuning import TuningConfig
 
     t = TuningConfig(method=tuning, trainable_layers=args.top_layers)
@@ -145,7 +144,7 @@ def raw_variant(path: str, tuning: str, args, steps: list[dict], name: str, **kw
 def measure_tuning(path: str, tuning: str, args, steps: list[dict], pad_id: int, config: dict, extra=()) -> dict:
     import gc
 
-    import model_flops
+    from unified.models import flops as model_flops
 
     ours = Ours(path, tuning, args, pad_id)
     raw = Raw(path, tuning, args, args.dtype)
@@ -195,7 +194,7 @@ def parse_args() -> argparse.Namespace:
 
 def measure_all(args, path: str, config: dict, steps: list[dict], pad_id: int) -> tuple[dict, list[dict]]:
     """Every tuning (the first with its raw variants), between two peak measurements."""
-    import peak
+    from bench import peak
 
     tunings = [t.strip() for t in args.tunings.split(",") if t.strip()]
     other = "float32" if args.dtype != "float32" else "bfloat16"
@@ -214,9 +213,10 @@ def measure_all(args, path: str, config: dict, steps: list[dict], pad_id: int) -
 
 
 def build_body(args, path: str, results: dict, combined: dict, steps: list[dict], load_start: float) -> dict:
-    import model_flops
-    import peak
     import torch
+
+    from bench import peak
+    from unified.models import flops as model_flops
 
     main_key = next(iter(results))
     r = results[main_key]
@@ -285,7 +285,7 @@ def main() -> None:
     results, combined = measure_all(args, path, config, steps, pad_id)
     body = build_body(args, path, results, combined, steps, load_start)
     OUT.parent.mkdir(parents=True, exist_ok=True)
-    OUT.write_text(json.dumps(body, indent=2) + "\n")
+    write_json(OUT, body, indent=2)
     print_table(body)
     print(f"wrote {OUT}")
 

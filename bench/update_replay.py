@@ -1,7 +1,7 @@
 """A real round's update, replayed: the samples one round of a run trained on, through the
 learner with and without the update's levers, on the same machine, one after the other.
 
-    python bench/update_replay.py RUN/round_1 [--arms before,now] [--repeats 1]
+    python -m bench.update_replay RUN/round_1 [--arms before,now] [--repeats 1]
 
 A round's `tasks.parquet` (kept tasks: the prompt) and `rollouts.parquet` (each answer, its
 reward and kind) give the phase-5 samples: prompts chat-templated as the engine encodes
@@ -24,7 +24,6 @@ machine: a vLLM process beside it skews it several-fold.
 from __future__ import annotations
 
 import argparse
-import json
 import platform
 import statistics
 import sys
@@ -34,9 +33,7 @@ from pathlib import Path
 
 import torch
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
-
+from bench.common import REPO, write_json
 from unified.models import smollm2  # noqa: E402
 from unified.trainer.aggregator import build_aggregator  # noqa: E402
 from unified.trainer.config import AlgorithmConfig  # noqa: E402
@@ -133,7 +130,7 @@ def main() -> int:
         result["ratio"] = med["now"]["wall_s"] / med["before"]["wall_s"]
         result["ratio_cpu"] = med["now"]["cpu_s"] / med["before"]["cpu_s"]
     args.output.parent.mkdir(parents=True, exist_ok=True)
-    args.output.write_text(json.dumps(result, indent=1) + "\n")
+    write_json(args.output, result, indent=1)
     print(" | ".join(f"{a} {m['wall_s']:.1f} s" for a, m in med.items())
           + (f" | now/before {result['ratio']:.3f}" if "ratio" in result else "") + f" -> {args.output}")  # fmt: skip
     return 0

@@ -12,7 +12,7 @@ PACKAGE = Path(__file__).resolve().parents[1] / "unified"
 # own folder and from folders of lower layers only; folders in one layer import neither
 # each other. "__init__" is unified/__init__.py itself.
 LAYERS = (
-    ("__init__", "errors", "types", "quiet", "files"),  # nothing of the project
+    ("__init__", "errors", "types", "quiet", "files", "machine"),  # nothing of the project
     ("values", "cli"),  # the literal codec; the training command's flags
     ("text", "sandbox"),  # model text (prompt, extraction); the executor
     ("kinds", "benchmarks"),  # task kinds: build a task, score an answer | problems and their hidden tests
@@ -140,6 +140,37 @@ def test_folders_import_only_their_own_and_lower_layers():
     assert layer_breaks(graph) == []
     listed = {name for layer in LAYERS for name in layer}
     assert listed == {folder(m) for m in graph}, "LAYERS names a folder the package no longer has"
+
+
+# Modules a folder may not import although the layers would let it: the training folders
+# read no hidden test (measuring does: unified/eval/, unified/run/measure.py).
+FORBIDDEN = {"pipeline": ("unified.benchmarks.hidden",), "kinds": ("unified.benchmarks.hidden",),
+             "trainer": ("unified.benchmarks.hidden",)}  # fmt: skip
+
+
+def forbidden_imports(graph: dict[str, set[str]], rules=FORBIDDEN) -> list[str]:
+    """Every import of a module that `rules` forbids to the importer's folder."""
+    return [f"{m} -> {d} ({folder(m)} may not import {d})" for m, deps in sorted(graph.items()) for d in sorted(deps)
+            if any(d == bad or d.startswith(bad + ".") for bad in rules.get(folder(m), ()))]  # fmt: skip
+
+
+def test_training_folders_import_nothing_of_the_hidden_tests():
+    assert forbidden_imports(import_graph()) == []
+
+
+def test_the_rule_sees_a_planted_hidden_import(tmp_path):
+    """A function-level import in pipeline/ or a relative one in kinds/ is caught; eval/ may import it."""
+    package = tmp_path / "unified"
+    for name, text in {"pipeline/a.py": "def f():\n    from unified.benchmarks.hidden import passes_hidden\n",
+                       "kinds/b.py": "from ..benchmarks import hidden\n", "eval/c.py": "import unified.benchmarks.hidden\n",
+                       "benchmarks/hidden.py": "def passes_hidden():\n    pass\n", "benchmarks/__init__.py": "",
+                       "pipeline/__init__.py": "", "kinds/__init__.py": "", "eval/__init__.py": "",
+                       "__init__.py": ""}.items():  # fmt: skip
+        (package / name).parent.mkdir(parents=True, exist_ok=True)
+        (package / name).write_text(text)
+    assert forbidden_imports(import_graph(package)) == [
+        "unified.kinds.b -> unified.benchmarks.hidden (kinds may not import unified.benchmarks.hidden)",
+        "unified.pipeline.a -> unified.benchmarks.hidden (pipeline may not import unified.benchmarks.hidden)"]
 
 
 def test_trainer_and_pipeline_import_nothing_of_each_other():

@@ -1,12 +1,12 @@
-"""Failure classes (`pipeline.failures`): from extraction and the sandbox's own results, on real
+"""Failure classes (`eval.failures`): from extraction and the sandbox's own results, on real
 MBPP+ problems, and the gain split into format and logic fixes."""
 
 import pytest
 
-from unified.eval.evaluate import evaluate
-from unified.pipeline.failures import CLASSES, counts, flip_classes, gain_split, run_class
-from unified.benchmarks.load import load_problems
 from tests.helpers.scripted import ScriptedGenerator
+from unified.benchmarks.load import load_problems
+from unified.eval.evaluate import evaluate
+from unified.eval.failures import CLASSES, counts, flip_classes, gain_split, run_class
 from unified.sandbox.executor import ExecutorConfig
 from unified.sandbox.executors import build_executor
 
@@ -76,9 +76,8 @@ def test_the_gain_split_is_the_mean_net_per_seed():
 
 
 def test_the_agreement_labels_accuracy_is_scored_on_the_hidden_tests(problems, executor):
-    # `run.loop._agreement`'s measurement: which problems' label programs pass their hidden tests
-    from unified.benchmarks.hidden import with_expected_outputs
-    from unified.benchmarks.hidden import programs_pass_hidden
+    # `run.measure._agreement`'s measurement: which problems' label programs pass their hidden tests
+    from unified.benchmarks.hidden import programs_pass_hidden, with_expected_outputs
 
     scored = with_expected_outputs(problems[:2], executor.run_batch)
     codes = {scored[0].problem_id: scored[0].canonical_solution, scored[1].problem_id: f"def {scored[1].entry_point}(*a):\n    return 0\n"}

@@ -97,12 +97,12 @@ def test_samples_are_run_on_the_rest_only_after_the_first_hidden_case_and_the_co
 
 
 def test_the_rounds_greedy_pass_at_1_gives_graded_verdicts_with_staged_calls():
-    """`pipeline.evaluation.pass_at_1` (each round's baseline) screens on the first hidden case:
+    """`eval.greedy.pass_at_1` (each round's baseline) screens on the first hidden case:
     the verdicts of `graded` (every case), including a program right on that case alone."""
     from tests.helpers.scripted import ScriptedGenerator
     from unified.benchmarks.hidden import with_expected_outputs
     from unified.benchmarks.load import load_problems
-    from unified.pipeline.evaluation import graded, pass_at_1
+    from unified.eval.greedy import graded, pass_at_1
     from unified.sandbox.executor import ExecutorConfig
     from unified.sandbox.executors import build_executor
     from unified.text.prompts import program_prompt

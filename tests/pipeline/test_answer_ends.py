@@ -10,6 +10,7 @@ from unified.kinds import KINDS, SOLVE, kind_of, raw_answer
 from unified.benchmarks.hidden import with_expected_outputs
 from unified.benchmarks.load import load_problems
 from tests.helpers.scripted import ScriptedGenerator
+from unified.eval.greedy import pass_at_1 as greedy_pass_at_1
 from unified.pipeline.phases import PipelineConfig, build_round_data
 from unified.sandbox.executor import ExecutorConfig
 from unified.sandbox.executors import build_executor
@@ -47,7 +48,7 @@ def test_phase_1_asks_for_the_stop_and_reads_the_same_program(problems, stop):
     executor, chosen = problems
     generator = ScriptedGenerator(lambda text, sampling: [ANSWER] if sampling.temperature > 0 else ["no"])
     cfg = PipelineConfig(kinds=(SOLVE,), num_programs=2, evaluate_baseline=True, stop_at_answer=stop)
-    data = build_round_data(chosen, generator, executor, cfg, round_index=1)
+    data = build_round_data(chosen, generator, executor, cfg, round_index=1, baseline=greedy_pass_at_1)
     sampled = [ends for (texts, sampling), ends in zip(generator.calls, generator.ends) if sampling.temperature > 0]
     greedy = [ends for (texts, sampling), ends in zip(generator.calls, generator.ends) if sampling.temperature == 0]
     assert sampled == [[AnswerEnd(FENCE_END, "similar_elements") if stop else None]]

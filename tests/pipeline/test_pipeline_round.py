@@ -11,6 +11,7 @@ from unified.benchmarks.load import load_problems
 from unified.sandbox.executor import ExecutorConfig
 from unified.sandbox.executors import build_executor
 from tests.helpers.scripted import ScriptedGenerator
+from unified.eval.greedy import pass_at_1 as greedy_pass_at_1
 from unified.pipeline.phases import PipelineConfig, build_round_data, score_rollouts
 from unified.values import to_literal, values_equal
 from unified.kinds import TASK_KINDS
@@ -155,7 +156,7 @@ def test_humaneval_round_and_pass_at_1(executor):
     answer = f"```python\ndef has_close_elements(numbers: List[float], threshold: float) -> bool:\n{body}```"
     gen = script(greedy={"has_close_elements": answer, "separate_paren_groups": "```python\ndef separate_paren_groups(s):\n    return []\n```"})
     cfg = PipelineConfig(max_tasks=None, keep_passing_visible=True, num_proposed_inputs=4, seed_programs="canonical", num_programs=2, max_tasks_per_kind_per_problem=None, balance_kinds=False)
-    data = build_round_data(problems, gen, executor, cfg, round_index=1, seed=0)
+    data = build_round_data(problems, gen, executor, cfg, round_index=1, seed=0, baseline=greedy_pass_at_1)
     assert data.pass_at_1 == {"HumanEval/0": 1.0, "HumanEval/1": 0.0}
     greedy_calls = [s for _, s in gen.calls if s.temperature == 0]
     assert len(greedy_calls) == 1 and greedy_calls[0].n == 1
@@ -168,7 +169,7 @@ def test_mbpp_pass_at_1_on_hidden_tests(executor):
     problems = _problems("mbpp", ["Mbpp/2", "Mbpp/63"], executor, hidden=20)
     gen = script(greedy={"similar_elements": f"```python\n{SIMILAR}```", "max_difference": "```python\ndef max_difference(t):\n    return 0\n```"})
     cfg = PipelineConfig(max_tasks=None, keep_passing_visible=True, balance_kinds=True, num_programs=0, num_proposed_inputs=0)
-    data = build_round_data(problems, gen, executor, cfg, round_index=1)
+    data = build_round_data(problems, gen, executor, cfg, round_index=1, baseline=greedy_pass_at_1)
     assert data.pass_at_1 == {"Mbpp/2": 1.0, "Mbpp/63": 0.0}
     assert data.tasks == () and data.programs == ()
 
@@ -183,7 +184,7 @@ def test_hidden_tests_never_reach_tasks_prompts_or_rewards(executor):
         inputs={"similar_elements": "similar_elements((1, 2), (2, 3))"},
     )
     cfg = PipelineConfig(max_tasks=None, keep_passing_visible=True, num_proposed_inputs=4, seed_programs="canonical", max_tasks_per_kind_per_problem=None, balance_kinds=False)
-    data = build_round_data([sentinel], gen, executor, cfg, round_index=1)
+    data = build_round_data([sentinel], gen, executor, cfg, round_index=1, baseline=greedy_pass_at_1)
     assert data.pass_at_1 == {"Mbpp/2": 1.0}  # evaluation did read the hidden case
     assert data.tasks
     marks = ("987654321", "123456789")

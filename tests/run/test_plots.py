@@ -103,3 +103,25 @@ def test_hparams_and_summary_image_reach_tensorboard(tmp_path):
     assert "summary" in events.Tags()["images"]
     assert "_hparams_/session_start_info" in events.PluginTagToContent("hparams")
     assert len(list((tmp_path / "run" / "tensorboard").iterdir())) == 1  # one run folder: the HParams tab sees its scalars
+
+
+def test_the_pass_panel_shows_the_final_evaluation_and_times_start_at_zero():
+    """A run that evaluated only at the end still has a pass@1 point (after its last round);
+    the time axes start at zero, so noise between rounds does not read as a trend."""
+    import matplotlib
+
+    matplotlib.use("Agg", force=True)
+    import matplotlib.pyplot as plt
+
+    from unified.run.plots import _pass_panel, _times_panel
+
+    rows = [{"round": r, "time/phase_1_4": 13.0 + r / 10, "time/phase_5": 14.0, "time/push": 0.14} for r in (1, 2)]
+    fig, (ax_p, ax_t) = plt.subplots(2, 1)
+    try:
+        _pass_panel(ax_p, rows, final=0.25)
+        [line] = ax_p.get_lines()
+        assert list(line.get_xdata()) == [3] and list(line.get_ydata()) == [0.25] and not ax_p.texts
+        _times_panel(ax_t, rows)
+        assert ax_t.get_ylim()[0] == 0
+    finally:
+        plt.close(fig)

@@ -218,15 +218,20 @@ def test_cli_bad_input_exits_2_with_one_line(tmp_path, args, message):
 # ------------------------------------------------------------------ Ray backend
 
 
-def test_ray_backend_runs_batches_in_order():
+def test_ray_backend_runs_batches_in_order(monkeypatch):
+    """With no `executor.ray_address` the executor starts a Ray instance of its own, on
+    loopback, and shuts it down on close: a stranger's address in the environment (a stale or
+    foreign session) is never joined."""
     ray = pytest.importorskip("ray", reason="ray is not installed")
-    owns = not ray.is_initialized()
-    if owns:
-        ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    if ray.is_initialized():
+        pytest.skip("this process is already connected to a Ray instance")
+    monkeypatch.setenv("RAY_ADDRESS", "127.0.0.1:9")  # nothing listens there: joining it would fail
+    # 2 workers: run_twice's second run must fork from another worker's image, or an
+    # address-dependent result (id()) repeats and the determinism check cannot see it
+    ex = build_executor(ExecutorConfig(backend="ray", workers=2, timeout_s=1.0))
     try:
-        # 2 workers: run_twice's second run must fork from another worker's image, or an
-        # address-dependent result (id()) repeats and the determinism check cannot see it
-        ex = build_executor(ExecutorConfig(backend="ray", workers=2, timeout_s=1.0))
+        assert ray.is_initialized()
+        assert {n["NodeManagerAddress"] for n in ray.nodes()} == {"127.0.0.1"}  # loopback only
         calls = [ExecCall("def f(x):\n    return (x, x * x)", "f", (i,)) for i in range(30)]
         calls.append(ExecCall("import socket\ndef f():\n    return 1", "f"))
         calls.append(ExecCall("def f():\n    while True:\n        pass", "f"))
@@ -235,10 +240,15 @@ def test_ray_backend_runs_batches_in_order():
         assert [r.status for r in results[30:]] == ["banned", "timeout"]
         pairs = ex.run_twice([ExecCall("def f():\n    return id(object())", "f"), ExecCall(INC, "f", (1,))])
         assert [a.value == b.value for a, b in pairs] == [False, True]
-        ex.close()
+        stats = ex.stats()  # one node ran every call, none was retried
+        assert (stats["calls"], stats["calls_node_0"], stats["retried_calls"]) == (36, 34, 0)
+        from unified.run.metrics import executor_metrics  # torch: only for this test
+
+        logged = executor_metrics(ex)  # what the round's metrics log
+        assert (logged["executor/calls_node_0"], logged["executor/retried_calls"]) == (34, 0)
     finally:
-        if owns:
-            ray.shutdown()
+        ex.close()
+    assert not ray.is_initialized()
 
 
 # ------------------------------------------------------------------ deterministic timeouts, --calls

@@ -2,6 +2,10 @@
 from memory, `forget()` starts afresh, and the determinism check still compares two real runs
 on different workers."""
 
+import gc
+import math
+import sys
+
 import pytest
 
 from unified.sandbox.executor import ExecCall, Executor, ExecutorConfig
@@ -80,3 +84,56 @@ def test_the_default_config_reuses_results():
     assert cfg.executor.reuse_results
     _, ray = load_config(["model=tiny", "executor=ray"])
     assert not ray.executor.reuse_results
+
+
+NAN_SIGN = "import math\ndef f(x):\n    return math.copysign(1.0, x)\n"  # deterministic, and tells nan from -nan
+
+
+def test_a_call_is_known_by_the_bytes_its_child_receives_not_by_how_its_arguments_print(pool):
+    ex = ReusingExecutor(pool)
+    assert repr((math.nan,)) == repr((-math.nan,))  # what the key was
+    assert [r.value for r in ex.run_batch([ExecCall(NAN_SIGN, "f", (math.nan,)), ExecCall(NAN_SIGN, "f", (-math.nan,))])] == [1.0, -1.0]
+    ex.forget()
+    assert ex.run(NAN_SIGN, "f", (math.nan,)).value == 1.0
+    assert ex.run(NAN_SIGN, "f", (-math.nan,)).value == -1.0  # not the remembered answer of f(nan)
+    (first, second), = ex.run_twice([ExecCall(NAN_SIGN, "f", (-math.nan,))])
+    assert first.value == second.value == -1.0  # a deterministic program is not taken for a nondeterministic one
+    assert ex.run(NAN_SIGN, "f", (-math.nan,)).value == -1.0 and ex.stats()["reused"] >= 2  # and it is remembered
+
+
+def _deep_size(root) -> int:
+    """Bytes of every object reachable from `root` (each once)."""
+    seen, stack, total = set(), [root], 0
+    while stack:
+        obj = stack.pop()
+        if id(obj) in seen or isinstance(obj, type):
+            continue
+        seen.add(id(obj))
+        total += sys.getsizeof(obj)
+        stack.extend(gc.get_referents(obj))
+    return total
+
+
+def test_the_memory_held_never_exceeds_the_budget(pool):
+    budget = 64 << 10
+    ex = ReusingExecutor(pool, budget_bytes=budget)
+    calls = [ExecCall("def f(n):\n    return set(range(n))\n", "f", (n,)) for n in (500, 1000, 2000, 3000)]
+    ex.run_batch(calls)
+    held = _deep_size(ex._memo)
+    assert held <= budget, f"{held} bytes held for a budget of {budget}"  # a parsed set holds ~32x its reply
+    before = ex.stats()["reused"]
+    assert [len(r.value) for r in ex.run_batch(calls)] == [500, 1000, 2000, 3000]
+    assert ex.stats()["reused"] - before == 4  # all four were remembered: the bound is not met by keeping nothing
+    assert held <= ex.remembered_bytes <= budget  # what is counted covers what is held
+
+
+def test_each_caller_gets_objects_of_its_own(pool):
+    ex = ReusingExecutor(pool)
+    nested = "def f(n):\n    return [list(range(n))]\n"
+    a, b = ex.run(nested, "f", (3,)), ex.run(nested, "f", (3,))
+    assert ex.stats()["reused"] == 1 and a.value == b.value == [[0, 1, 2]]
+    assert a.value is not b.value and a.value[0] is not b.value[0]
+    a.value[0].append(99)  # one caller changes its result...
+    assert ex.run(nested, "f", (3,)).value == [[0, 1, 2]]  # ...the next hit does not see it
+    x, y = ex.run_batch([ExecCall(nested, "f", (4,))] * 2)  # the same call twice in one batch
+    assert x.value == y.value and x.value is not y.value

@@ -81,3 +81,46 @@ def test_the_manifest_ignores_the_callers_loader_variables(monkeypatch, tmp_path
     files = runtime.manifest()
     assert not any(f.startswith(str(tmp_path)) for f in files), [f for f in files if f.startswith(str(tmp_path))][:3]
     assert not any(f.startswith("/tmp/") for f in files)
+
+
+@needs_root
+def test_the_copy_is_a_read_only_tmpfs_of_its_own_whose_counters_show_nothing_of_the_host():
+    copy = runtime.runtime_dir()
+    assert os.path.ismount(copy) and os.stat(copy).st_dev != os.stat(runtime.SHM).st_dev  # not /dev/shm's file system
+    own = os.statvfs(copy)
+    assert own.f_flag & os.ST_RDONLY and own.f_blocks != os.statvfs(runtime.SHM).f_blocks  # sealed: its counters never move
+    code = "import os\ndef f():\n    try:\n        s = os.statvfs(os.__file__)\n        return s.f_blocks, s.f_bfree\n    except OSError as e:\n        return e.errno\n"  # fmt: skip
+    with Executor(ExecutorConfig(workers=1, banned_modules=(), banned_calls=())) as ex:
+        r = ex.run(code, "f")
+    assert r.ok and r.value in (1, (own.f_blocks, own.f_bfree)), r  # EPERM (the allowlist), or the copy's own numbers
+
+
+def test_a_pool_without_its_own_runtime_refuses_to_start_unless_allowed(monkeypatch, caplog):
+    import logging
+
+    from unified.sandbox import executor as executor_module
+    from unified.sandbox import notice
+
+    monkeypatch.setattr(executor_module, "runtime_dir", lambda: None)
+    monkeypatch.setattr(executor_module, "why_none", lambda: "not root")
+    with pytest.raises(notice.SharedRuntimeError) as refused:
+        Executor(ExecutorConfig(workers=1, allow_shared_runtime=False))
+    line = str(refused.value)
+    assert isinstance(refused.value, ValueError)  # the trainer turns it into one line (components: UserError)
+    assert "\n" not in line and "not root" in line and "executor.allow_shared_runtime=true" in line, line
+    monkeypatch.setattr(notice, "_said", set())
+    with caplog.at_level(logging.WARNING, logger="unified"):
+        with Executor(ExecutorConfig(workers=1, allow_shared_runtime=True)) as ex:
+            assert ex.run("def f():\n    return 1", "f").value == 1
+    said = [r.getMessage() for r in caplog.records]
+    assert any("not root" in m and "open:" in m and "page cache" in m for m in said) or os.geteuid() != 0, said
+
+
+def test_the_trainer_config_refuses_a_shared_runtime_and_a_bare_executor_allows_it():
+    from unified.config import load_config
+
+    assert ExecutorConfig().allow_shared_runtime  # tests, `unified.eval`: the start-up line says what is open
+    _, cfg = load_config(["model=tiny"])
+    assert cfg.executor.allow_shared_runtime is False
+    _, cfg = load_config(["model=tiny", "executor.allow_shared_runtime=true"])
+    assert cfg.executor.allow_shared_runtime is True

@@ -37,3 +37,22 @@ def test_all_gather_without_a_process_group_is_this_rank_alone():
     from unified.trainer.distributed import all_gather
 
     assert all_gather(("x", 1)) == [("x", 1)]
+
+
+def test_a_torchrun_restart_that_would_hang_is_refused(monkeypatch):
+    """torchrun's shared store keeps the killed workers' keys: a restart there would hang, so a
+    launch that may restart is refused in one line, unless each round gets its own store."""
+    import pytest
+
+    from unified.errors import UserError
+    from unified.trainer.distributed import check_restartable
+
+    monkeypatch.setenv("TORCHELASTIC_USE_AGENT_STORE", "True")
+    monkeypatch.setenv("TORCHELASTIC_MAX_RESTARTS", "1")
+    with pytest.raises(UserError, match="TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1"):
+        check_restartable()
+    monkeypatch.setenv("TORCHELASTIC_MAX_RESTARTS", "0")  # no restart: the shared store is fine
+    check_restartable()
+    monkeypatch.setenv("TORCHELASTIC_MAX_RESTARTS", "1")
+    monkeypatch.setenv("TORCHELASTIC_USE_AGENT_STORE", "False")  # TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1 at torchrun
+    check_restartable()

@@ -12,7 +12,7 @@ sandbox, `with_expected_outputs`; HumanEval: `check`'s calls recorded with the c
 solution, `record_cases`). No test code runs next to the program.
 
 - `hidden_calls` / `passes_hidden` / `right_per_case`: a program's calls and its verdict
-  (greedy pass@1 in `pipeline.evaluation`, pass@k in `eval.pass_at_k`); `correct_counts`:
+  (greedy pass@1 in `eval.greedy`, pass@k in `eval.pass_at_k`); `correct_counts`:
   how many programs of each problem pass, each run on its first case and on the rest only
   when right there;
 - `score_samples`: existing solutions (EvalPlus samples: full programs, or HumanEval

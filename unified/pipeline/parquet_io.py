@@ -16,11 +16,11 @@ pyarrow read them; `datasets.Dataset.from_parquet` refuses any file with no rows
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Mapping
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from unified.benchmarks.hidden import hidden_count
 from unified.values import from_literal, to_literal
 from unified.types import Task, TestCase
 
@@ -52,15 +52,18 @@ def _cases(text: str) -> tuple[TestCase, ...]:
     return tuple(TestCase(tuple(args), expected) for args, expected in from_literal(text))
 
 
-def round_rows(data) -> dict[str, list[dict]]:
-    """Rows per file for a `phases.RoundData`."""
+def round_rows(data, hidden_counts: Mapping[str, int] | None = None) -> dict[str, list[dict]]:
+    """Rows per file for a `phases.RoundData`; `hidden_counts`: problem id -> its number of
+    hidden cases (`benchmarks.hidden.hidden_count`, given by the caller: this folder reads no
+    hidden test; None: not recorded)."""
+    hidden_counts = hidden_counts or {}
     n = data.round_index
     why = {(r.stage, r.subject): r for r in data.rejections}
     program_why = {r.subject: r.reason for r in data.rejections if r.stage == "program"}
     rows = {
         "problems": [
             dict(round=n, problem_id=p.problem_id, benchmark=p.benchmark, entry_point=p.entry_point, prompt=p.prompt,
-                 visible=_cases_text(p.visible), num_visible=len(p.visible), num_hidden=hidden_count(p),
+                 visible=_cases_text(p.visible), num_visible=len(p.visible), num_hidden=hidden_counts.get(p.problem_id),
                  pass_at_1=data.pass_at_1.get(p.problem_id))
             for p in data.problems
         ],
@@ -92,9 +95,9 @@ def round_rows(data) -> dict[str, list[dict]]:
     return rows
 
 
-def write_round(round_dir: str | Path, data) -> dict[str, Path]:
+def write_round(round_dir: str | Path, data, hidden_counts: Mapping[str, int] | None = None) -> dict[str, Path]:
     """Write the five files into `round_dir` (created); returns name -> path."""
-    return {name: write_rows(round_dir, name, rows) for name, rows in round_rows(data).items()}
+    return {name: write_rows(round_dir, name, rows) for name, rows in round_rows(data, hidden_counts).items()}
 
 
 def write_rows(round_dir: str | Path, name: str, rows: list[dict]) -> Path:

@@ -18,7 +18,7 @@ from typing import Callable, Mapping, Sequence
 
 from unified.kinds import KINDS, SOLVE, BuildOptions
 from unified.kinds.agreement import votes_per_program
-from unified.pipeline import evaluation, ipo, programs as phase1, tasks as phase3, validate
+from unified.pipeline import ipo, programs as phase1, tasks as phase3, validate
 from unified.pipeline.config import INPUTS, TTRLVR_KINDS, PipelineConfig  # noqa: F401 - the schema's names, re-exported
 from unified.pipeline.generation import Generator, SamplingConfig
 from unified.pipeline.rewards import penalize_format_only_without_signal, score_batch
@@ -67,16 +67,14 @@ def build_round_data(
     on_phase: Callable[[str, float], None] | None = None,
     train_on: frozenset[str] | None = None,
     budget: Mapping[str, int] | None = None,
+    baseline: Callable | None = None,
 ) -> RoundData:
-    """`on_phase(name, seconds)` is called as each sub-phase ends (progress bars, logs).
-    `train_on`: the problem ids phases 1-4 run on (selective sampling; None: all); the
-    greedy evaluation runs on every problem. `budget`: problem id -> phase 1's samples
-    (pipeline/discovery.py; None: `num_programs` each)."""
+    """`on_phase(name, seconds)`: called as each sub-phase ends. `train_on`: the problem ids phases
+    1-4 run on (None: all). `budget`: problem id -> phase 1's samples (discovery.py; None:
+    `num_programs` each). `baseline`: see `_baseline`."""
     round_seed = seed * 100_003 + round_index  # differs per round, reproducible per run
     lap, rejections = _Laps(on_phase), []
-    pass_at_1 = {p.problem_id: None for p in problems}
-    if cfg.evaluate_baseline:  # evaluation only: hidden tests never reach a task
-        pass_at_1 = evaluation.pass_at_1(problems, generator, executor.run_batch, cfg.program_max_tokens, round_seed)
+    pass_at_1 = _baseline(problems, generator, executor, cfg, round_seed, baseline)
     lap("baseline")
     if train_on is not None:
         problems = [p for p in problems if p.problem_id in train_on]
@@ -109,6 +107,15 @@ def build_round_data(
                      triples=tuple(triples),
                      candidate_tasks=tuple(candidate_tasks), tasks=tuple(tasks), rejections=tuple(rejections),
                      timings=lap.timings)  # fmt: skip
+
+
+def _baseline(problems, generator: Generator, executor, cfg: PipelineConfig, round_seed: int, baseline) -> dict:
+    """Greedy pass@1 on the hidden tests of every problem (`baseline`: `eval.greedy.pass_at_1`,
+    handed in by the caller: pipeline/ reads no hidden test), when `cfg.evaluate_baseline` and
+    a baseline is given; else None per problem. Evaluation only: hidden tests never reach a task."""
+    if not (cfg.evaluate_baseline and baseline is not None):
+        return {p.problem_id: None for p in problems}
+    return baseline(problems, generator, executor.run_batch, cfg.program_max_tokens, round_seed)
 
 
 def _phase_1(problems, generator: Generator, executor, cfg: PipelineConfig, round_seed: int, rejections: list,

@@ -12,7 +12,7 @@ zero-variance, 2025), a problem's own history predicts its next round:
 
 `keep = 1` draws every problem every round (selection off). `floor > 0` keeps exploring:
 a silent problem is never skipped for good, so one that starts to pass (a headroom
-problem passing in 1 of 16 samples) is still found, at a cost `bench/selective_cost.py`
+problem passing in 1 of 16 samples) is still found, at a cost `unified/eval/experiments/selective_cost.py`
 measures from saved runs. The draw is a hash of (seed, round, problem id): the same on a
 busy machine, on any number of ranks, and on resume (the history is in the checkpoint).
 """

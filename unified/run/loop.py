@@ -24,16 +24,11 @@ import torch
 from omegaconf import DictConfig, OmegaConf
 from tqdm import tqdm
 
-from unified.benchmarks.hidden import programs_pass_hidden
 from unified.config import UserError, check_machine, to_yaml
-from unified.eval.evaluate import EvalResult, evaluate, write_results_json, write_samples_jsonl
-from unified.eval.pass_at_k import round_pass_at_k
-from unified.eval.scaling_fit import fit_metrics, write_fit_summary
-from unified.kinds import SOLVE
 from unified.pipeline import discovery, selective
 from unified.pipeline.parquet_io import write_round, write_rows
 from unified.pipeline.phases import build_round_data
-from unified.run import metrics
+from unified.run import measure, metrics
 from unified.run.components import Components, build_components, check_inputs, close, phase_engine, save
 from unified.run.phase5 import Phase5Result, phase_1_groups, replay_answers, train_on_tasks
 from unified.run.plots import plot_run
@@ -137,9 +132,7 @@ def run_round(run: Components, runlog: RunLog, r: int, stop: StopRequest) -> boo
     scalars["train/replayed_groups"] = all_reduce_int(result.replayed_groups, "sum")
     scalars["tasks/found_total"] = all_reduce_int(len(run.found), "max")  # problems with a passing sample so far
     scalars.update(metrics.selection_metrics(all_gather((len(selection.drawn), len(selection.skipped), len(signal)))))
-    scalars.update(_pass_at_k(run, data))
-    scalars.update(_agreement(run, data))
-    scalars.update(_compute_and_fit(run, scalars, r))
+    scalars.update(measure.round_measures(run, data, scalars))  # pass@k, agreement labels, compute and the fit
     scalars.update(metrics.executor_metrics(run.executor))  # executor/: this round's sandbox calls and timeouts by kind
     scalars.update(metrics.state_metrics(run.aggregator, run.engine, memory_stats()))
     scalars.update(metrics.colocation_metrics(run.learner.colocation))  # memory/gpu_update_gib (CUDA), engine/sleeps
@@ -168,10 +161,11 @@ def make_tasks(run: Components, r: int, selection: selective.Selection):
     pipeline = replace(pipeline, evaluate_baseline=pipeline.evaluate_baseline and evaluate)
     with _bar(f"round {r} phases 1-4", 5, run) as bar, phase_engine(run) as engine:
         data = build_round_data(run.problems, engine, run.executor, pipeline, r, run.cfg.seed, lambda *_: bar.update(),
-                                train_on=frozenset(selection.drawn), budget=sample_budget(run, selection))  # fmt: skip
+                                train_on=frozenset(selection.drawn), budget=sample_budget(run, selection),
+                                baseline=measure.BASELINE)  # fmt: skip
     all_data = metrics.merge_rounds(all_gather(data))
     if run.dist.is_main:
-        write_round(run.out_dir / f"round_{r}", all_data)
+        write_round(run.out_dir / f"round_{r}", all_data, measure.hidden_counts(all_data.problems))
     log.info("round %d: %d tasks kept of %d candidates", r, len(all_data.tasks), len(all_data.candidate_tasks))
     return data, all_data
 
@@ -208,51 +202,6 @@ def _groups(tasks, rollouts) -> list[tuple[str, list[float]]]:
     for row in rollouts:
         rewards.setdefault(row.task_id, []).append(row.reward)
     return [(problem_of[task_id], group) for task_id, group in rewards.items() if task_id in problem_of]
-
-
-def _pass_at_k(run: Components, data) -> dict:
-    """`eval/pass@k` (unbiased) from phase 1's samples, for the k in `trainer.pass_at_k`."""
-    ks = list(run.cfg.trainer.pass_at_k)
-    if not ks or not data.pass_at_1 or all(v is None for v in data.pass_at_1.values()):
-        return {}
-    parts = all_gather(round_pass_at_k(data, run.executor, run.cfg.pipeline.num_programs, ks))
-    return {_pass_at_k_key(k): sum(v for p in parts for v in p.get(k, [])) / max(1, sum(len(p.get(k, [])) for p in parts))
-            for k in ks if any(k in p for p in parts)}  # fmt: skip
-
-
-def _agreement(run: Components, data) -> dict:
-    """`agreement/*` when the solve kind's labels come from execution agreement: how many
-    problems got one, how often it passes the hidden tests (evaluation only: measured here,
-    never fed back) and how often it contradicts a visible example. Every round."""
-    pipeline = run.cfg.pipeline
-    if pipeline.solve_source == "visible" or SOLVE not in pipeline.kinds:
-        return {}
-    solve = [t for t in data.candidate_tasks if t.kind == SOLVE]
-    passes = programs_pass_hidden(data.problems, {t.problem_id: t.program for t in solve}, run.executor.run_batch)
-    return metrics.agreement_metrics(all_gather(metrics.agreement_counts(data.problems, solve, passes)))
-
-
-def _pass_at_k_key(k: int) -> str:
-    """`eval/pass@k`; k=1 from samples is not the greedy `eval/pass@1`, so it has its own name."""
-    return "eval/pass@1_sampled" if k == 1 else f"eval/pass@{k}"
-
-
-def _compute_and_fit(run: Components, scalars: dict, r: int) -> dict:
-    """`compute/*` summed over ranks; with this round's pass@1, the ScaleRL fit so far."""
-    parts = all_gather(run.ledger.metrics())
-    out = {k: sum(p[k] for p in parts) for k in parts[0]}
-    if "eval/pass@1" in scalars:
-        run.eval_history.append((out["compute/total_s"], scalars["eval/pass@1"]))
-    return {**out, **_fit(run, out)}
-
-
-def _fit(run: Components, compute: dict) -> dict:
-    if not run.dist.is_main:
-        return {}
-    history = list(run.eval_history)
-    summary = write_fit_summary(run.out_dir / "eval_fit_summary.json", run.cfg.benchmark.name, [h[0] for h in history],
-                                [h[1] for h in history], compute)  # fmt: skip
-    return fit_metrics(run.cfg.benchmark.name, summary)
 
 
 def _report(run: Components, runlog: RunLog, r: int, scalars: dict, data, rows: list[Rollout]) -> None:
@@ -296,33 +245,15 @@ def _dtype_reason(run: Components) -> str:
 
 
 def _finish(run: Components, runlog: RunLog) -> None:
-    if run.cfg.trainer.eval_every > 0:
-        final_evaluation(run, runlog)
+    before = run.eval_history[0][1] if run.eval_history else None  # the first evaluated round's start
+    final = measure.final_evaluation(run, runlog) if run.cfg.trainer.eval_every > 0 else None
     if run.dist.is_main and (run.out_dir / "metrics.jsonl").exists():
         png = run.out_dir / "tensorboard" / "summary.png"
-        plot_run(run.out_dir / "metrics.jsonl", png)
+        plot_run(run.out_dir / "metrics.jsonl", png, final_pass_at_1=final.pass_at_1 if final else None)
         log.info("summary plot: %s", png)
     log.info("done: version %d, engine creations %d, logs in %s", run.aggregator.version, engine_creations(), run.out_dir)
-
-
-def final_evaluation(run: Components, runlog: RunLog) -> None:
-    """Greedy pass@1 of the final weights on the hidden tests; EvalPlus samples.jsonl."""
-    with phase_engine(run) as engine:
-        parts = all_gather(evaluate(run.problems, engine, run.executor, run.cfg.pipeline.program_max_tokens, seed=run.cfg.seed))
-    per_problem = {k: v for p in parts for k, v in p.per_problem.items()}
-    scored = [v for v in per_problem.values() if v is not None]
-    result = EvalResult(sum(scored) / len(scored) if scored else 0.0, per_problem, [s for p in parts for s in p.samples],
-                        parts[0].budget)  # fmt: skip
-    parts = all_gather(run.ledger.metrics())
-    compute = {k: sum(p[k] for p in parts) for k in parts[0]}
-    run.eval_history.append((compute["compute/total_s"], result.pass_at_1))
-    fit = _fit(run, compute)  # the last point of the curve: the final weights
-    if run.dist.is_main:
-        write_samples_jsonl(result.samples, run.out_dir / "eval" / "samples.jsonl")
-        write_results_json(result, run.out_dir / "eval" / "eval_results.json", version=run.aggregator.version)
-        runlog.scalars(run.cfg.trainer.rounds, {"eval/final_pass@1": result.pass_at_1, **compute, **fit})
-    log.info("final pass@1 %.3f (%d/%d problems) at version %d: %s", result.pass_at_1, result.passed, result.scored,
-             run.aggregator.version, run.out_dir / "eval" / "samples.jsonl")  # fmt: skip
+    if final is not None:  # the last line a user reads
+        log.info(measure.verdict(before, final.pass_at_1, final.scored))
 
 
 def _engines_agree(run: Components) -> float:

@@ -71,9 +71,11 @@ def _empty(ax, text="no data") -> None:
     ax.text(0.5, 0.5, text, ha="center", va="center", transform=ax.transAxes, color="grey")
 
 
-def plot_run(metrics_jsonl: str | Path, out_png: str | Path, title: str | None = None) -> Path:
-    """Three panels over the rounds: reward per task kind, greedy pass@1, phase times and
-    the push. Written atomically (a half-written PNG is never visible)."""
+def plot_run(metrics_jsonl: str | Path, out_png: str | Path, title: str | None = None,
+             final_pass_at_1: float | None = None) -> Path:  # fmt: skip
+    """Three panels over the rounds: reward per task kind, greedy pass@1 (each round's start,
+    and `final_pass_at_1`, the final weights', after the last round), phase times and the push
+    (axes from zero). Written atomically (a half-written PNG is never visible)."""
     import matplotlib
 
     matplotlib.use("Agg", force=True)
@@ -86,7 +88,7 @@ def plot_run(metrics_jsonl: str | Path, out_png: str | Path, title: str | None =
     try:
         fig.suptitle(title or Path(metrics_jsonl).parent.name or "run")
         _rewards_panel(ax_r, rows)
-        _pass_panel(ax_p, rows)
+        _pass_panel(ax_p, rows, final_pass_at_1)
         _times_panel(ax_t, rows)
         fig.tight_layout()
         tmp = out_png.with_name(f".{out_png.stem}.tmp{os.getpid()}.png")
@@ -107,8 +109,13 @@ def _rewards_panel(ax, rows: list[dict]) -> None:
         _empty(ax)
 
 
-def _pass_panel(ax, rows: list[dict]) -> None:
-    if _plot(ax, rows, PASS_KEY, label="pass@1 (hidden tests)", color="tab:green"):
+def _pass_panel(ax, rows: list[dict], final: float | None = None) -> None:
+    drawn = _plot(ax, rows, PASS_KEY, label="at the round's start", color="tab:green")
+    if final is not None:
+        last = max((r["round"] for r in rows), default=0)
+        ax.plot([last + 1], [final], marker="*", markersize=10, linestyle="none", color="tab:green",
+                label=f"final weights {final:.3f}")  # fmt: skip
+    if drawn or final is not None:
         ax.legend(loc="best", fontsize=8)
     else:
         _empty(ax, "not evaluated")
@@ -137,6 +144,8 @@ def _times_panel(ax, rows: list[dict]) -> None:
         ax.legend(lines, [ln.get_label() for ln in lines], loc="best", fontsize=8)
     else:
         _empty(ax)
+    ax.set_ylim(bottom=0)  # from zero: noise between rounds does not read as a trend
+    ax_push.set_ylim(bottom=0)
     ax.set_xlabel("round")
     ax.xaxis.set_major_locator(MaxNLocator(integer=True))  # rounds are whole numbers
     rounds = [r["round"] for r in rows if isinstance(r.get("round"), (int, float))]

@@ -5,8 +5,9 @@ next to the guards (`sandbox.guards`) and the literal writer (`literal`); it is 
 module and imports nothing of the project. The worker forks the child BEFORE a request
 exists; `run_call` then:
 
-1. reads one request (marshal of (code object, entry, args): the trusted parent compiled
-   the program; compiling runs nothing)
+1. reads one request (marshal of (code object, entry, marshalled args): the trusted parent
+   compiled the program, compiling runs nothing; the arguments are marshalled on their own,
+   `sandbox.precheck.marshalled_args`, whose bytes are also the result memory's key)
    from the request pipe, and writes b"S" to the result pipe (the call starts);
 2. shuts itself in: descriptors (the request pipe among them), rlimits (CPU time,
    address space, processes, files), working directory, user id (the guards were armed
@@ -71,6 +72,7 @@ def run_call(req_fd, result_fd, devnull_fd, tmpdir, uid, limits, module, capture
             os_._exit(0)
         os_.write(result_fd, b"S")
         code, entry, args = marshal.loads(request)
+        args = marshal.loads(args)
         del request
         if capture.parts:  # only the zygote can have written there (say, a warning): not this call's output
             capture.__init__(limits["max_output_bytes"])
@@ -117,6 +119,7 @@ def rehearse(requests, limits, guards, literal, devnull_fd, os_, times=64) -> No
         for _ in range(times):
             for request in requests:
                 code, entry, args = marshal.loads(request)
+                args = marshal.loads(args)
                 limits["hook"]("exec", (code,))  # the audit hook runs on every event of a call
                 capture = guards.Capture(limits["max_output_bytes"])
                 sys.stdout = sys.stderr = sys.__stdout__ = sys.__stderr__ = capture

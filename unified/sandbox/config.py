@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Optional
 
 from unified.sandbox import seccomp_filter
-from unified.sandbox.precheck import USER_FILE, worker_stubs
+from unified.sandbox.precheck import ARGS_MARSHAL_VERSION, USER_FILE, worker_stubs
 from unified.sandbox.rules import BANNED_CALLS, BANNED_MODULES, SandboxRules
 
 # The worker's code, sent compiled in its first frame (sandbox.jail.BOOT runs "worker").
@@ -37,11 +37,16 @@ class ExecutorConfig:
     max_output_bytes: int = 65536  # stdout/stderr capture and return-value literal limit
     banned_modules: Optional[tuple[str, ...]] = BANNED_MODULES  # None -> these defaults
     banned_calls: Optional[tuple[str, ...]] = BANNED_CALLS
-    ray_address: str | None = None
+    ray_address: str | None = None  # ray backend: null = a local instance of its own; "auto" or host:port = join a cluster
+    ray_max_retries: int = 3  # ray backend: Ray's max_retries for a chunk whose node, worker or task failed
     wall_s: float | None = None  # wall-clock backstop for sleeping/blocked code; 10 x timeout_s + 1
     # each distinct call runs once between `forget()`s (sandbox/reuse.py; the trainer forgets as each round starts);
     # off for a bare Executor, on in the trainer's config (configs/executor/local.yaml); the ray backend runs every call
     reuse_results: bool = False
+    # a pool without its own runtime copy (not root, no tmpfs, too little memory: sandbox/runtime.py) shares the
+    # host's runtime files and their page cache with every call; allowed for a bare Executor, refused by the
+    # trainer's config (configs/executor/local.yaml) unless set to true
+    allow_shared_runtime: bool = True
 
     def __post_init__(self):
         set_ = lambda k, v: object.__setattr__(self, k, v)  # noqa: E731 - frozen: normalise once
@@ -54,6 +59,8 @@ class ExecutorConfig:
         # None (null in YAML) means the built-in lists.
         set_("banned_modules", BANNED_MODULES if self.banned_modules is None else tuple(self.banned_modules))
         set_("banned_calls", BANNED_CALLS if self.banned_calls is None else tuple(self.banned_calls))
+        if not (isinstance(self.ray_max_retries, int) and self.ray_max_retries >= 0):
+            raise ValueError(f"executor.ray_max_retries must be an integer >= 0, got {self.ray_max_retries!r}")
         for key in ("workers", "memory_mb", "max_output_bytes"):
             if not getattr(self, key) > 0:
                 raise ValueError(f"executor.{key} must be positive, got {getattr(self, key)!r}")
@@ -67,7 +74,7 @@ class ExecutorConfig:
                   "block_gc": "gc" in self.banned_modules}  # fmt: skip
         stubs, direct = worker_stubs(policy)
         code = compile(_REHEARSAL, USER_FILE, "exec", dont_inherit=True)
-        rehearsal = [marshal.dumps((code, entry, (7,))) for entry in ("f", "g")]
+        rehearsal = [marshal.dumps((code, entry, marshal.dumps((7,), ARGS_MARSHAL_VERSION))) for entry in ("f", "g")]
         here = Path(__file__).resolve().parents[1]  # unified/
         harness = {name: compile((here / file).read_text(encoding="utf-8"), f"<{name}>", "exec", dont_inherit=True)
                    for name, file in _HARNESS.items()}  # fmt: skip

@@ -21,8 +21,8 @@ Layers, outermost first (details in each module's docstring):
 - each call is a FRESH child forked from a clean zygote that never held any call's data,
   in a fresh world (`sandbox.world`): PID 1 of a PID namespace of its own (when it ends,
   everything it started dies), a fresh tmpfs on /tmp, under an unprivileged uid without
-  capabilities, with rlimits, and the seccomp filter (`sandbox.seccomp_filter`: no
-  keyrings, SysV IPC, user namespaces, ptrace, bpf, ...);
+  capabilities, with rlimits, and the seccomp allowlist (`sandbox.allowlist`,
+  `sandbox.seccomp_filter`: every system call not recorded as needed answers EPERM);
 - limits per call for its whole process tree (`sandbox.cgroups`, `sandbox.meter`): each
   worker's cgroup holds its zygote and its one running call: memory (memory_mb on top of
   the zygote), processes, and CPU time of every process the call created, reaped or not;
@@ -71,10 +71,10 @@ from unified.sandbox.cgroups import remove as remove_cgroup
 from unified.sandbox.child import read_frame
 from unified.sandbox.config import MAX_PROCESSES, ExecutorConfig
 from unified.sandbox.exec_types import STATUSES, ExecCall, ExecResult, Stats
-from unified.sandbox.notice import say_what_is_missing
+from unified.sandbox.notice import SharedRuntimeError, say_what_is_missing, shared_runtime_refusal
 from unified.sandbox.precheck import Precheck
 from unified.sandbox.reply import parse_reply
-from unified.sandbox.runtime import runtime_dir
+from unified.sandbox.runtime import runtime_dir, why_none
 
 __all__ = ["STATUSES", "ExecCall", "ExecResult", "Executor", "ExecutorConfig", "Precheck", "Stats",
            "result_from_reply"]  # fmt: skip
@@ -165,7 +165,11 @@ class Executor:
             self.close()
             raise
         self._closed = False
-        say_what_is_missing(self.isolation, self.limits)
+        why = "" if self.isolation.get("runtime_copy") else why_none() or "the jail could not bind it"
+        if why and not config.allow_shared_runtime:
+            self.close()
+            raise SharedRuntimeError(shared_runtime_refusal(why))
+        say_what_is_missing(self.isolation, self.limits, why)
 
     @property
     def limits(self) -> dict:

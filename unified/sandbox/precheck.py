@@ -40,6 +40,21 @@ def worker_stubs(policy: SandboxRules) -> tuple[list[tuple[str, str]], list[str]
     return out, direct
 
 
+ARGS_MARSHAL_VERSION = 2  # no back-references: the bytes are a function of the values (from 3 on, refcounts set flags)
+
+
+def marshalled_args(args, max_chars: int) -> bytes:
+    """The arguments as the child receives them: literal types only (checked by writing them
+    as literal text, within `max_chars`), marshalled; subclasses (Counter, namedtuple) are
+    sent in their literal form. Raises LiteralError or TypeError. Equal bytes mean the child
+    gets the same values, bit for bit (a NaN's sign included): the result memory's key."""
+    text = to_literal(tuple(args), max_chars=max_chars)
+    try:
+        return marshal.dumps(tuple(args), ARGS_MARSHAL_VERSION)
+    except ValueError:
+        return marshal.dumps(from_literal(text), ARGS_MARSHAL_VERSION)
+
+
 class Precheck:
     """Everything decided in the parent before a call reaches a worker (cached per program):
     the static check, and compiling (compiling runs nothing; the child then only loads
@@ -57,14 +72,11 @@ class Precheck:
         program = self._program(call.code)
         if isinstance(program, ExecResult):
             return program, None
-        try:  # literal types only; marshal then carries them (trusted parent -> child)
-            text = to_literal(tuple(call.args), max_chars=max(self.max_output, 1 << 20))
-            try:
-                return None, marshal.dumps((program, call.entry, tuple(call.args)))
-            except ValueError:  # subclasses (Counter, namedtuple): send their literal form
-                return None, marshal.dumps((program, call.entry, from_literal(text)))
+        try:
+            args = marshalled_args(call.args, max(self.max_output, 1 << 20))
         except (LiteralError, TypeError) as e:
             return ExecResult("error", error=f"ValueError: arguments are not literal values: {e}"), None
+        return None, marshal.dumps((program, call.entry, args))
 
     def _program(self, code: str):
         if isinstance(code, str) and code in self._programs:

@@ -2,7 +2,8 @@
 
 A reply is b"<wait status> <cpu s> <wall s> <verdict>\\n" (written by the trusted worker;
 verdict: "cpu" or "wall" for a timeout, "memory" when the call's cgroup hit its memory
-limit, "-" otherwise) followed by the child's message b"<status> <len value> <len error>
+limit, "output" when the child wrote more than a reply may hold (the worker killed it at once:
+"bad_reply"), "-" otherwise) followed by the child's message b"<status> <len value> <len error>
 <len stdout>\\n" + fields (written by a process that ran untrusted code, so: anything at
 all). The worker's verdict decides first (a timeout stays a timeout whatever the child
 wrote); then the child's message is checked field by field:
@@ -26,7 +27,8 @@ CHILD_STATUSES = ("ok", "error", "banned", "memory")
 MAX_ERROR_CHARS = 4000
 _NAMES = {"True": True, "False": False, "None": None}
 _VERDICTS = {"cpu": ("timeout", "CPU-time limit exceeded"), "wall": ("timeout", "wall-clock (backstop) limit exceeded"),
-             "memory": ("memory", "memory limit of the call (all its processes) exceeded")}  # fmt: skip
+             "memory": ("memory", "memory limit of the call (all its processes) exceeded"),
+             "output": ("bad_reply", "bad reply: longer than the reply limit (4 x max_output_bytes + 64 KiB); the call was killed")}  # fmt: skip
 
 
 def parse_reply(reply: bytes, max_output_bytes: int, result_type):

@@ -4,25 +4,32 @@ pool's own, so that no host file shares pages, locks or watches with a call.
 With the host's files bind-mounted read-only (the jail's fallback), every call, worker, pool
 and run shared their page cache: one call could evict a page (`posix_fadvise`) or fill it (a
 1-byte read) and a later call read the bit back (`preadv(RWF_NOWAIT)`), exactly, with no
-clock; the same pages told the host's own file reads. The copy lives on a tmpfs (/dev/shm):
-its pages are memory, always resident and owned by nothing but the pool, so residency says
-nothing; the seccomp filter refuses the hints, locks and watches as well (second wall).
+clock; the same pages told the host's own file reads. The copy lives on a tmpfs of its own,
+mounted for it (at /dev/shm/unified-runtime-<pid>, sized to the copy, made read-only once
+filled): its pages are memory, always resident and owned by nothing but the pool, so
+residency says nothing, and its file system's counters (statvfs: blocks, inodes free) are its
+own and never change, where /dev/shm's showed the host's shared-memory use. The seccomp filter
+refuses the hints, locks, watches and statfs as well (second wall).
 
 What is copied, keeping each absolute path (the jail binds the copy's top directories over
 the new root): the interpreter binary, libpython, the standard library without what no call
 can use (its tests, the GUI and IDE, the bundled pip wheels, the static library of
 `config-*`, site-packages: an empty directory in its place), `lib-dynload` without
 tkinter, and every shared library those ELF files load (`ldd`), the dynamic loader included.
-About 100 MB, copied once per process (`runtime_dir`) and shared by its pools; removed at
-exit, and a copy left by a killed process is removed by the next one.
+About 100 MB, copied once per process (`runtime_dir`) and shared by its pools; unmounted at
+exit, and a copy left by a killed process is unmounted and removed by the next one.
 
-Without a writable /dev/shm with room, `ldd` or root, `runtime_dir` returns None and the
-jail bind-mounts the host's runtime as before (the isolation report says `runtime_copy=0`).
+Without root, `ldd`, a tmpfs that can be mounted or twice the copy's size in free memory,
+`runtime_dir` returns None (`why_none` says which) and the jail bind-mounts the host's runtime
+(the isolation report says `runtime_copy=0`); the executor then refuses to start unless
+`executor.allow_shared_runtime` (on for a bare Executor, off in the trainer's config).
 """
 
 from __future__ import annotations
 
 import atexit
+import ctypes
+import errno
 import os
 import shutil
 import subprocess
@@ -38,8 +45,12 @@ SKIP_DYNLOAD = ("_tkinter", "_test", "xxlimited", "_xx")
 # that loaded vLLM has both, pointing into site-packages, and passes them to its children)
 LOADER_ENV = {"PATH": "/usr/bin:/bin:/usr/sbin:/sbin", "LC_ALL": "C"}
 RESERVED = ("tmp", "dev", "proc", ".spent", ".old")  # the jail's own top directories
+MS_RDONLY, MS_NOSUID, MS_NODEV, MS_REMOUNT, MNT_DETACH = 1, 2, 4, 32, 2
 _lock = threading.Lock()
 _made: dict[int, Path | None] = {}  # pid -> this process's copy
+_why: dict[int, str] = {}  # pid -> why it has none
+_libc = ctypes.CDLL(None, use_errno=True)
+_libc.mount.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_ulong, ctypes.c_char_p]
 
 
 def runtime_dir() -> Path | None:
@@ -52,29 +63,54 @@ def runtime_dir() -> Path | None:
         return _made[pid]
 
 
+def why_none() -> str:
+    """Why this process has no runtime copy ("" when it has one or has not tried)."""
+    return _why.get(os.getpid(), "")
+
+
 def _make(dest: Path) -> Path | None:
-    if os.geteuid() != 0 or not SHM.is_dir() or shutil.which("ldd") is None:
-        return None
+    if os.geteuid() != 0:
+        return _none("not root")
+    if not SHM.is_dir() or shutil.which("ldd") is None:
+        return _none("no /dev/shm" if not SHM.is_dir() else "no ldd to list the shared libraries")
     _remove_stale()
     try:
         files = manifest()
         need = sum(os.stat(f).st_size for f in files if not os.path.islink(f))
-        if shutil.disk_usage(SHM).free < 2 * need:
-            return None
-        tmp = dest.with_name(dest.name + ".part")
-        shutil.rmtree(tmp, ignore_errors=True)
+    except (OSError, subprocess.SubprocessError) as e:
+        return _none(f"listing the runtime failed: {e}")
+    inodes = len(files) + len({os.path.dirname(f) for f in files}) * 4 + 256
+    size = need + 4096 * inodes + (16 << 20)  # a file takes whole pages
+    free = os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    if free < 2 * size:
+        return _none(f"{free >> 20} MiB of free memory, less than twice the copy's {size >> 20} MiB")
+    _rmtree(dest)
+    try:
+        dest.mkdir(mode=0o755)
+        if not _mount(b"tmpfs", dest, b"tmpfs", MS_NOSUID | MS_NODEV, f"size={size},nr_inodes={inodes},mode=0755"):
+            return _none(f"mounting a tmpfs failed ({errno.errorcode.get(ctypes.get_errno(), '?')})", dest)
         for src in files:
-            _copy(src, tmp)
-        site = tmp / _stdlib().relative_to("/") / "site-packages"
+            _copy(src, dest)
+        site = dest / _stdlib().relative_to("/") / "site-packages"
         site.mkdir(parents=True, exist_ok=True)  # empty: no third-party package reaches a call
-        _seal(tmp)
-        shutil.rmtree(dest, ignore_errors=True)
-        tmp.rename(dest)
-    except (OSError, subprocess.SubprocessError):
-        shutil.rmtree(dest.with_name(dest.name + ".part"), ignore_errors=True)
-        return None
+        _seal(dest)
+        if not _mount(None, dest, None, MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV, None):
+            return _none("making the copy's tmpfs read-only failed", dest)
+    except (OSError, subprocess.SubprocessError) as e:
+        return _none(f"copying the runtime failed: {e}", dest)
     atexit.register(_remove_own, dest, os.getpid())
     return dest
+
+
+def _none(why: str, made: Path | None = None) -> None:
+    _why[os.getpid()] = why
+    if made is not None:
+        _rmtree(made)
+
+
+def _mount(source, target, fstype, flags: int, data) -> bool:
+    data = data.encode() if isinstance(data, str) else data
+    return _libc.mount(source, os.fsencode(target) if target is not None else None, fstype, flags, data) == 0
 
 
 def _remove_own(dest: Path, owner: int) -> None:
@@ -164,6 +200,10 @@ def _alive(pid: int) -> bool:
 
 
 def _rmtree(path: Path) -> None:
+    """Remove a copy: its tmpfs unmounted (detached: a jail that still binds it keeps it until
+    it ends), then what is left (a copy of the old layout is a plain directory)."""
+    if os.path.ismount(path):
+        _libc.umount2(os.fsencode(path), MNT_DETACH)
     for dirpath, _, _ in os.walk(path):
         try:
             os.chmod(dirpath, 0o755)

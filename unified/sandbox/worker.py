@@ -27,8 +27,9 @@ its stdout and stderr are the capture. Then, for ever:
    or not; else RUSAGE_CHILDREN) and decide the timeout by it: CPU time does not depend
    on how loaded the machine is, the wall clock does;
 4. send the parent one frame: b"<wait status> <cpu s> <wall s> <verdict: cpu|wall|
-   memory|->\\n" + the child's raw message, which the PARENT parses; then unmount the
-   call's /tmp (if it left anything there).
+   memory|output|->\\n" + the child's raw message, which the PARENT parses; then unmount the
+   call's /tmp (if it left anything there). A message past `max_message` kills the call's
+   tree the moment it is seen (verdict output): nothing of a flood is read on its behalf.
 
 Protocol: requests arrive on fd 0 (4-byte big-endian length + marshal, from the trusted
 parent); replies leave on a copy of fd 1, framed the same way (fd 1 itself is /dev/null so
@@ -165,10 +166,13 @@ class Zygote:
             self._clear_tmp(left)
 
     def _collect(self, pid: int, pidfd: int, r: int, deadline: float, cpu_before: float, oom_before: int):
-        """The child's message (b"" when over the size limit), its wait status, and why it was
-        killed (b"wall", b"cpu", b"memory" or None). The pipe may outlive the child (a process
-        it started holds it): the child's exit (its pidfd) ends the call."""
-        buf, verdict, oversized, fds = b"", None, False, [pidfd, r]
+        """The child's message, its wait status, and why it was killed (b"wall", b"cpu",
+        b"memory", b"output" or None). The pipe may outlive the child (a process it started
+        holds it): the child's exit (its pidfd) ends the call. A message past `max_message`
+        kills the call's tree at once and is not read further (b"output"): draining a flood
+        for the call cost this process, outside the call's CPU accounting and at its raised
+        priority, 1.1-3.0 s of CPU per call limited to 0.5 s."""
+        buf, verdict, fds = b"", None, [pidfd, r]
         next_check = _monotonic() + POLL_S
         while True:
             now = _monotonic()
@@ -183,19 +187,23 @@ class Zygote:
                 chunk = OS.read(r, 1 << 16)
                 if not chunk:
                     fds = [pidfd]
-                if len(buf) + len(chunk) > self.max_message:
-                    oversized, buf = True, b""  # keep draining so the child can finish
-                elif not oversized:
-                    buf += chunk
+                buf += chunk
+                if len(buf) > self.max_message:  # no honest child writes this much: kill, stop reading
+                    buf, fds = b"", [pidfd]
+                    if verdict is None:
+                        verdict = b"output"
+                        self._kill_all(pid)
             if pidfd in ready:
                 status = OS.waitpid(pid, 0)[1]
-                if len(fds) == 2 and not oversized:
+                if len(fds) == 2:
                     OS.set_blocking(r, False)
                     try:
                         buf += OS.read(r, self.max_message + 1 - len(buf))
                     except OSError:
                         pass
-                return (b"" if oversized or len(buf) > self.max_message else buf), status, verdict
+                if len(buf) > self.max_message:
+                    buf, verdict = b"", verdict or b"output"
+                return buf, status, verdict
 
     def _over(self, cpu_before: float, oom_before: int):
         """b"memory" / b"cpu" when the running call's tree went over a limit, else None."""
@@ -253,8 +261,8 @@ class Zygote:
 
 def _verdict(killed, status: int, cpu: float, ooms: int, timeout_s: float) -> bytes:
     """Which limit ended the call: the wall clock, CPU time (of the whole tree, or RLIMIT_CPU's
-    SIGXCPU), memory (an OOM kill in the call's cgroup), or none (b"-")."""
-    if killed == b"wall":
+    SIGXCPU), memory (an OOM kill in the call's cgroup), a reply past its limit, or none (b"-")."""
+    if killed in (b"wall", b"output"):
         return killed
     if killed == b"cpu" or cpu >= timeout_s or status & 0x7F == SIGXCPU:
         return b"cpu"

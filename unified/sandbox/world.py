@@ -16,10 +16,10 @@ This source is executed by the worker (`sandbox.worker`) into a namespace of its
 3. the child starts as the OOM killer's first choice (oom_score_adj 1000, raised on the
    zygote just for the fork: raising needs no privilege), the zygote goes back to its own
    (-1000 where `sandbox.jail` could set it): its cgroup is shared with its calls.
-SysV IPC and POSIX message queues are denied by the seccomp filter, which `lock` loads
-once, in the zygote before its first fork (`sandbox.seccomp_filter`): every call inherits
-it (no keyrings, IPC objects, user namespaces, ptrace, bpf, ...; a call's lack of
-capabilities refuses it the rest). Each step that cannot be taken (no root) is skipped
+SysV IPC and POSIX message queues are not on the seccomp allowlist, which `lock` loads
+once, in the zygote before its first fork (`sandbox.seccomp_filter`, `sandbox.allowlist`):
+every call inherits it (every system call not listed answers EPERM; the zygote's own mount,
+umount2, setns and unshare are listed, and a call's lack of capabilities refuses it those). Each step that cannot be taken (no root) is skipped
 and the isolation report says so.
 """
 

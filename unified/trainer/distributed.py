@@ -18,6 +18,8 @@ from dataclasses import dataclass
 import torch
 import torch.distributed as dist
 
+from unified.errors import UserError
+
 
 @dataclass(frozen=True)
 class DistInfo:
@@ -88,6 +90,27 @@ def _world_of_one(backend: str) -> None:
     dist.init_process_group(backend=backend, store=store, rank=0, world_size=1)
 
 
+SHARED_STORE_OFF = "TORCH_DISABLE_SHARE_RDZV_TCP_STORE"  # torchrun's switch: a fresh store per rendezvous round
+
+
+def check_restartable() -> None:
+    """Refuse, in one line, a torchrun launch whose restart would hang.
+
+    By default torchrun's agents keep ONE TCPStore for the workers of every rendezvous round
+    (`TORCHELASTIC_USE_AGENT_STORE=True`), and nothing in it is scoped per restart: the keys
+    of the process group the killed workers made (their gloo/NCCL addresses, barrier counts)
+    are still there when the restarted workers make theirs, so these read addresses of dead
+    processes (connection refused) or wait for counts that never come (a futex, forever:
+    pytorch/pytorch#135712). `TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1` makes the c10d rendezvous
+    give every round a store of its own. Only a run that may restart (`--max-restarts` > 0) is
+    refused; the static rendezvous (`--master-addr` without `--rdzv-backend`) always shares."""
+    shared = os.environ.get("TORCHELASTIC_USE_AGENT_STORE") == "True"
+    if shared and int(os.environ.get("TORCHELASTIC_MAX_RESTARTS", "0")) > 0:
+        raise UserError(f"torchrun --max-restarts > 0 with the store shared across restarts would hang the restarted "
+                        f"workers (pytorch#135712): export {SHARED_STORE_OFF}=1 and use --rdzv-backend=c10d "
+                        "(docs/multinode.md)")  # fmt: skip
+
+
 def init_distributed(device: str = "auto") -> DistInfo:
     """Create the default process group if none exists (idempotent); returns who we are."""
     dev = resolve_device(device)
@@ -98,6 +121,7 @@ def init_distributed(device: str = "auto") -> DistInfo:
     if not dist.is_initialized():
         backend = "nccl" if dev.type == "cuda" else "gloo"
         if _launched():
+            check_restartable()
             os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
             os.environ.setdefault("RANK", "0")
             os.environ.setdefault("WORLD_SIZE", "1")

@@ -80,13 +80,13 @@ class _Reader:
             return _NAMES[node.id]
         if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd)):
             operand = self.number(node.operand, depth)
-            return -operand if isinstance(node.op, ast.USub) else +operand
+            return _unsigned_nan(-operand if isinstance(node.op, ast.USub) else +operand)
         if isinstance(node, ast.BinOp) and isinstance(node.op, (ast.Add, ast.Sub)):
             # As ast.literal_eval: only `real +/- imaginary` (the way complex numbers are written).
             left, right = self.number(node.left, depth), self.number(node.right, depth)
             if isinstance(left, complex) or not isinstance(right, complex):
                 raise LiteralError("only real +/- imaginary is allowed in a literal")
-            return left + right if isinstance(node.op, ast.Add) else left - right
+            return _unsigned_nan(left + right if isinstance(node.op, ast.Add) else left - right)
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and not node.keywords:
             args = [self.value(a, depth + 1) for a in node.args]
             if node.func.id in _CALLS and len(args) == 1:  # set([...]): the items are hashed there
@@ -134,6 +134,17 @@ def _call(name: str, args: list) -> object:
     if name == "float" and len(args) == 1 and args[0] in ("nan", "inf", "-inf", "+inf"):
         return float(args[0])
     raise LiteralError(f"call of {name}() is not allowed in a literal")
+
+
+def _unsigned_nan(x):
+    """`-nan` reads as `nan`: every NaN is written `nan` (`to_literal`, `repr`), so a sign read
+    back would make one value of two texts and two values of one (a result remembered for
+    f(nan) answered f(-nan)). Complex parts likewise."""
+    if isinstance(x, float) and math.isnan(x):
+        return math.nan
+    if isinstance(x, complex) and (math.isnan(x.real) or math.isnan(x.imag)):
+        return complex(_unsigned_nan(x.real), _unsigned_nan(x.imag))
+    return x
 
 
 def _is_real(x: object) -> bool:

@@ -1,0 +1,99 @@
+"""unified/eval/experiments/results_table.py: the results README's table is recomputed from the JSONs' per-problem
+outcomes, refuses a JSON that contradicts itself, and the committed table matches the data."""
+
+import json
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[3]
+from unified.eval.experiments import results_table as rt
+
+
+def _result(control: list[int], afters: list[list[int]], **stated) -> dict:
+    ids = [f"P/{k}" for k in range(len(control))]
+    body = {
+        "benchmark": "mbpp", "rounds": 3, "per_problem_before": dict(zip(ids, map(float, control))),
+        "seeds": [{"seed": s, "per_problem_after": dict(zip(ids, map(float, a)))} for s, a in enumerate(afters)],
+        "settings": {"train_config": {"pipeline": {"kinds": ["solve"], "mix": ["solve:0.7", "induction:0.3"],
+                                                   "solve_source": "agreement"}}},
+        "ci95": [0.01, 0.2],
+    }  # fmt: skip
+    gains = [sum(a) / len(a) - sum(control) / len(control) for a in afters]
+    ups = sum(sum(1 for c, x in zip(control, a) if x and not c) for a in afters)
+    downs = sum(sum(1 for c, x in zip(control, a) if c and not x) for a in afters)
+    return {**body, "gain_per_seed": gains, "flips_gained": ups, "flips_lost": downs, **stated}
+
+
+def test_a_row_is_recomputed_from_the_outcomes():
+    control = [0] * 8 + [1, 1]
+    seed0 = [1] * 7 + [0, 1, 1]  # +7 / -0
+    seed1 = [1, 1, 0, 0, 0, 0, 0, 0, 1, 0]  # +2 / -1
+    row = rt.gain_row("r.json", _result(control, [seed0, seed1]))
+    cells = [c.strip() for c in row.strip("|").split("|")]
+    assert cells[1] == "mbpp 10" and cells[2] == "solve 0.7 + induction 0.3, agreement labels"
+    assert cells[4] == "0.200" and cells[5] == "0.900, 0.300"
+    assert cells[6] == "+7 / -0, +2 / -1"
+    assert cells[7] == "0.016, 1"  # exact McNemar: 2 * 0.5**7; 3 discordant pairs split 2-1
+    assert cells[8] == "[+0.010, +0.200]"
+
+
+def test_noisy_problems_are_left_out_like_the_bench_does():
+    body = _result([0, 0, 0, 0], [[1, 1, 0, 0]])
+    body["noisy_problems"] = ["P/0"]
+    body["gain_per_seed"], body["flips_gained"] = [1 / 3], 1
+    cells = [c.strip() for c in rt.gain_row("r.json", body).strip("|").split("|")]
+    assert cells[1] == "mbpp 3" and cells[6] == "+1 / -0"
+
+
+@pytest.mark.parametrize("stated", [{"gain_per_seed": [0.5]}, {"flips_gained": 9}, {"flips_lost": 1}])
+def test_a_result_that_contradicts_its_own_outcomes_is_refused(stated):
+    with pytest.raises(rt.Inconsistent, match="r.json"):
+        rt.gain_row("r.json", _result([0, 0, 1, 0], [[1, 0, 1, 0]], **stated))
+
+
+def test_the_check_names_a_stale_or_missing_block(tmp_path):
+    (tmp_path / "test_time_gain_x.json").write_text(json.dumps(_result([0, 0, 1, 0], [[1, 0, 1, 0]])))
+    text = rt.table(tmp_path)
+    readme = tmp_path / "README.md"
+    readme.write_text(f"# R\n\n{rt.BEGIN}\n{text}\n{rt.END}\n")
+    assert rt.check(readme, text) == ""
+    readme.write_text(f"# R\n\n{rt.BEGIN}\n{text.replace('+1 / -0', '+2 / -0')}\n{rt.END}\n")
+    assert "out of date" in rt.check(readme, text)
+    readme.write_text("# R\n")
+    assert "no <!-- results-table -->" in rt.check(readme, text)
+
+
+def test_the_committed_table_is_the_committed_results():
+    """docs/results/README.md's table, and the front page's headline rows, are what the JSONs
+    give: edit a JSON (or a table) alone and this fails."""
+    folder = REPO / "docs" / "results"
+    assert rt.check(folder / "README.md", rt.table(folder)) == ""
+    assert rt.check(REPO / "README.md", rt.headline(folder), rt.HEADLINE_BEGIN, rt.HEADLINE_END) == ""
+
+
+def test_write_fills_the_blocks_and_check_then_passes(tmp_path):
+    (tmp_path / "test_time_gain_x.json").write_text(json.dumps(_result([0, 0, 1, 0], [[1, 0, 1, 0]])))
+    readme = tmp_path / "README.md"
+    readme.write_text(f"# R\n\n{rt.BEGIN}\nstale\n{rt.END}\ntail\n")
+    assert rt.write(readme, tmp_path) == 1
+    assert rt.check(readme, rt.table(tmp_path)) == "" and readme.read_text().endswith("tail\n")
+
+
+def _transfer(control: list[int], afters: list[list[int]], **stated) -> dict:
+    ids = [f"P/{k}" for k in range(len(control))]
+    ups = sum(sum(1 for c, x in zip(control, a) if x and not c) for a in afters)
+    downs = sum(sum(1 for c, x in zip(control, a) if c and not x) for a in afters)
+    return {"source": "docs/results/test_time_gain_x.json",
+            "transfer": {"problems": ids, "flips_gained": ups, "flips_lost": downs, "ci95": [-0.1, 0.3], **stated},
+            "per_problem": {"control": [dict(zip(ids, map(float, control)))] * 2,
+                            **{f"seed{s}": dict(zip(ids, map(float, a))) for s, a in enumerate(afters)}}}  # fmt: skip
+
+
+def test_a_transfer_row_is_per_seed_and_recomputed():
+    row = rt.transfer_row("transfer_x.json", _transfer([0, 0, 0, 1], [[1, 1, 0, 1], [0, 1, 0, 0]]))
+    cells = [c.strip() for c in row.strip("|").split("|")]
+    assert cells[1] == "test_time_gain_x.json's weights on 4 others"
+    assert cells[4] == "0.250" and cells[5] == "0.750, 0.250" and cells[6] == "+2 / -0, +1 / -1"
+    with pytest.raises(rt.Inconsistent, match="transfer_x.json"):
+        rt.transfer_row("transfer_x.json", _transfer([0, 0, 0, 1], [[1, 1, 0, 1]], flips_gained=3))

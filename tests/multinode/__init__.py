@@ -1,0 +1,1 @@
+"""Two simulated nodes on one machine (marked `multinode`): docs/multinode.md."""

@@ -1,0 +1,17 @@
+"""The two-node torchrun runs take minutes (two 3-round runs of two trainers each): they run
+when asked for (`pytest -m multinode`), not in the default suite, whose time they would
+exceed; bench/node_loss.py --torchrun measures the same kill (docs/results/node_loss_*.json).
+The Ray tests (about a minute) run in both."""
+
+import pytest
+
+ASKED_ONLY = ("test_torchrun_nodes.py",)
+
+
+def pytest_collection_modifyitems(config, items):
+    if "multinode" in (config.getoption("markexpr") or ""):
+        return
+    skip = pytest.mark.skip(reason="two-node torchrun runs (minutes): pytest -m multinode")
+    for item in items:
+        if item.path.name in ASKED_ONLY:
+            item.add_marker(skip)

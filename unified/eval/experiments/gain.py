@@ -1,0 +1,377 @@
+"""Test-time gain, as a claim against noise: greedy pass@1 after training on the problems'
+own visible examples, against the untrained model, over seeds, with flips, McNemar's exact p
+and a paired-bootstrap interval.
+
+    python -m unified.eval.experiments.gain --problems 100 --rounds 3 --seeds 0,1 [--split report]
+        [--benchmark mbpp|humaneval] [--parallel] [--collect] [key=value ...]
+
+Steps (each resumes: a killed bench continues where it stopped; `--collect` only rebuilds):
+1. before: `python -m unified.eval --n 16 --temperature T` on the base model: greedy
+   pass@1 per problem (the control: without updates greedy decoding cannot change) and the
+   unbiased sampled pass@k; `headroom` = problems greedy fails that some sample solves.
+   Repeated greedily (`--control-repeats`, default 3: `before` and `control_2`, ...) with the
+   threads and greedy batches of every "after" (greedy requests are batched apart from the
+   samples): bf16 greedy depends on the batch, so a problem whose control differs between
+   repeats is noise (`noisy_problems`), left out of every figure.
+2. train: one `train_unified.py` run per seed (the default recipe plus any key=value given),
+   `trainer.eval_every=0` (the bench evaluates), checkpointing every round.
+3. after: the same evaluation of each seed's last checkpoint (greedy per problem, pass@k).
+4. summary (`unified.eval.gain_stats`): per seed flips and McNemar's exact p, on the
+   hidden tests (`pass_at_1_*`) and on EvalPlus's metric (`evalplus`: MBPP+ base + plus), and seed 0's trained weights in compact form
+   (`unified.models.compact`, the bf16 delta of the changed tensors) at `--weights`, which
+   `python -m unified.eval --model <model_path>` re-scores to seed 0's `pass_at_1_after`.
+
+Problems: MBPP+ ids in a seeded random order (seed 0), split in two disjoint sets: `tune`
+(the first 100: hyper-parameters are chosen on these, unified/eval/experiments/sweep.py) and `report` (the
+other 299: results are reported on the first N, never tuned on). HumanEval: all 164 in
+order (its visible tests are the examples in the prompts).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from unified.benchmarks.splits import SPLIT_SEED, split_ids
+from unified.cli import exit_code
+from unified.eval.experiments.record import REPO, Record, repo_relative, settings, write_json
+from unified.eval.failures import flip_classes, gain_split
+from unified.eval.gain_stats import noisy_problems, summary
+from unified.files import latest_checkpoint, read_jsonl
+from unified.machine import cpu_info, git_commit
+
+
+def _run(cmd: list[str], log: Path, env: dict) -> subprocess.Popen:
+    log.parent.mkdir(parents=True, exist_ok=True)
+    _note_machine(log.parent / "machines.jsonl", log.stem)
+    return subprocess.Popen(cmd, cwd=REPO, env=env, stdout=open(log, "a"), stderr=subprocess.STDOUT)
+
+
+def _note_machine(path: Path, job: str) -> None:
+    """One line per job launched in a folder: the CPU and commit it ran on (a resumed run may
+    continue on another machine; results compare only within one CPU kind)."""
+    with open(path, "a") as f:
+        f.write(json.dumps({"job": job, "date": settings()["date"], "cpu": cpu_info(),
+                            "commit": git_commit(REPO)}) + "\n")  # fmt: skip
+
+
+def machines(folder: Path) -> list[str]:
+    """The CPU kinds that jobs in `folder` ran on (sorted, distinct)."""
+    return sorted({row["cpu"]["kind"] for row in read_jsonl(folder / "machines.jsonl") if row.get("cpu")})
+
+
+def evaluate_cmd(args, ids: list[str], model: str, out: Path, n: int | None = None) -> list[str]:
+    pids = [a for i in ids for a in ("--problem-id", i)]
+    return [sys.executable, "-m", "unified.eval", "--benchmark", args.benchmark, "--model", model, *pids,
+            "--n", str(args.n if n is None else n), "--temperature", str(args.temperature), "--output", str(out),
+            "--resume"]  # fmt: skip
+
+
+def train_cmd(args, ids: list[str], seed: int, out: Path, overrides: list[str]) -> list[str]:
+    return [sys.executable, str(REPO / "train_unified.py"), "--benchmark", args.benchmark, f"--rounds={args.rounds}",
+            f"--output-dir={out}", "--resume", "auto", f"model={args.model}", f"benchmark.problem_ids=[{','.join(ids)}]",
+            f"benchmark.problems={len(ids)}", f"seed={seed}",
+            *([] if any(o.startswith("trainer.eval_every=") for o in overrides) else ["trainer.eval_every=0"]), *overrides]  # fmt: skip
+
+
+def _done(out: Path) -> bool:
+    body = _json(out / "eval_results.json")
+    return bool(body.get("complete"))
+
+
+def _json(path: Path) -> dict:
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError):
+        return {}
+
+
+def run_all(args, ids, base: Path, overrides: list[str]) -> int:
+    """Steps 1-3; seeds one after another, or all at once with --parallel (one thread each)."""
+    solo = {**os.environ, "PYTHONUNBUFFERED": "1"}  # one job at a time: every core
+    env = {**solo, **({"OMP_NUM_THREADS": "1"} if args.parallel else {})}
+    for name in control_dirs(args):  # the control, measured like every "after": same threads, dtype, greedy batches
+        n = None if name == "before" else 1  # greedy requests are batched apart from the samples: repeats need none
+        if not _done(base / name):
+            if _run(evaluate_cmd(args, ids, args.model, base / name, n), base / f"{name}.log", env).wait() != 0:
+                return _fail(name, base / f"{name}.log")
+    jobs = [(s, base / f"seed{s}") for s in args.seeds]
+    for batch in ([jobs] if args.parallel else [[j] for j in jobs]):
+        procs = [(s, d, _run(train_cmd(args, ids, s, d / "run", overrides), d / "train.log", env)) for s, d in batch]
+        for s, d, proc in procs:
+            if proc.wait() != 0:
+                return _fail(f"seed {s} training", d / "train.log")
+        procs = [(s, d, _run(evaluate_cmd(args, ids, str(d / "run" / "checkpoints"), d / "after"), d / "after.log", env))
+                 for s, d in batch if not _done(d / "after")]  # fmt: skip
+        for s, d, proc in procs:
+            if proc.wait() != 0:
+                return _fail(f"seed {s} evaluation", d / "after.log")
+    return 0
+
+
+def run_select(args, ids, base: Path, env: dict) -> int:
+    """`--select-visible N`: the answer a user gets (the first of N samples that passes the
+    visible examples, else the greedy one) for the control and seed 0's weights."""
+    if not args.select_visible:
+        return 0
+    seed0 = base / f"seed{args.seeds[0]}"
+    for model, out in ((args.model, base / "select_control"), (str(seed0 / "run" / "checkpoints"), seed0 / "select_after")):
+        if not _done(out):
+            cmd = evaluate_cmd(args, ids, model, out, args.select_visible) + ["--select", "visible"]
+            if _run(cmd, out.with_suffix(".log"), env).wait() != 0:
+                return _fail(f"--select visible of {model}", out.with_suffix(".log"))
+    return 0
+
+
+def select_block(args, ids: list[str], base: Path) -> dict | None:
+    """`select_visible` of the result: filtered pass@1 of the control and of seed 0, with flips."""
+    control = _json(base / "select_control" / "eval_results.json")
+    after = _json(base / f"seed{args.seeds[0]}" / "select_after" / "eval_results.json")
+    if not (control.get("complete") and after.get("complete")):
+        return None
+    key = "per_problem_select_visible"
+    before, mine = {i: control[key].get(i) for i in ids}, {i: after[key].get(i) for i in ids}
+    stats = summary(before, {args.seeds[0]: mine}, [])
+    return {"n": args.select_visible, "seed": args.seeds[0], "control_pass_at_1": control.get("pass@1_select_visible"),
+            "pass_at_1_after": after.get("pass@1_select_visible"), "control_greedy_pass_at_1": control.get("pass@1"),
+            "greedy_pass_at_1_after": after.get("pass@1"), "filter_passed_control": control["select_visible"]["filter_passed"],
+            "filter_passed_after": after["select_visible"]["filter_passed"], "per_seed": stats.get("per_seed"),
+            "flips_gained": stats.get("flips_gained"), "flips_lost": stats.get("flips_lost"), "mcnemar_p": stats.get("mcnemar_p"),
+            "per_problem_control": before, "per_problem_after": mine,
+            "rule": "per problem, the first of n samples (T as sampled pass@k) that passes the visible examples; "
+                    "the greedy answer where none does; scored on the hidden tests"}  # fmt: skip
+
+
+def control_dirs(args) -> list[str]:
+    """The base model's evaluations: `before` and `--control-repeats` - 1 more (`control_2`, ...)."""
+    return ["before", *(f"control_{k}" for k in range(2, args.control_repeats + 1))]
+
+
+def metric_block(ids: list[str], controls: list[dict], afters: dict[int, dict], key: str) -> dict:
+    """One metric's statistics (`key`: the eval JSON's per-problem map): per seed against the
+    first control, leaving out the problems whose control differs between repeats."""
+    reps = [{i: c.get(key, {}).get(i) for i in ids} for c in controls if c.get(key)]
+    if not reps:
+        return {}
+    noisy = noisy_problems(reps) if len(reps) > 1 else []
+    mine = {s: {i: a.get(key, {}).get(i) for i in ids} for s, a in afters.items() if a.get(key)}
+    scored = [i for i in ids if reps[0].get(i) is not None]
+    per_rep = [sum(bool(r.get(i)) for i in scored) / len(scored) for r in reps] if scored else []
+    stats = summary(reps[0], mine, noisy) if mine else {"noisy_problems": sorted(noisy)}
+    return {"control_pass_at_1": per_rep[0] if per_rep else None, "control_pass_at_1_repeats": per_rep,
+            "control_repeats": len(reps), **stats}  # fmt: skip
+
+
+def _fail(what: str, log: Path) -> int:
+    print(f"{what} failed: see {log}", file=sys.stderr)
+    return 1
+
+
+def collect(args, ids: list[str], base: Path, overrides: list[str]) -> dict:
+    """The result JSON: its record's figures under the keys committed results carry."""
+    controls = [_json(base / name / "eval_results.json") for name in control_dirs(args)]
+    controls = [c for c in controls if c.get("complete")] or controls[:1]
+    before = controls[0]
+    seeds, after_json = _seeds(args, ids, base)
+    hidden = metric_block(ids, controls, after_json, "per_problem")
+    record = Record(f"{args.benchmark}-{args.split}", args.benchmark, {i: before.get("per_problem", {}).get(i) for i in ids},
+                    tuple((x["seed"], x["per_problem_after"]) for x in seeds), tuple(hidden.get("noisy_problems", [])),
+                    rounds=args.rounds, settings=_settings(args, base, overrides))  # fmt: skip
+    _classify(seeds, record, before, after_json)
+    return {"benchmark": args.benchmark, "problems": ids, "rounds": args.rounds, "model_path": repo_relative(args.weights),
+            **_figures(record, seeds, before, _sample_rows(base)), **_discovery(record, seeds), "complete": len(seeds) == len(args.seeds),
+            "control_repeats": hidden.get("control_repeats", 1), "control_pass_at_1_repeats": hidden.get("control_pass_at_1_repeats", []),
+            "metric": {"pass_at_1_*": "hidden tests only (MBPP+: plus inputs; HumanEval: check's calls)",
+                       "evalplus": "EvalPlus's pass@1 of the same greedy samples (MBPP+: base + plus inputs)"},
+            "evalplus": metric_block(ids, controls, after_json, "per_problem_evalplus"), "settings": dict(record.settings)}  # fmt: skip
+
+
+def _seeds(args, ids: list[str], base: Path) -> tuple[list[dict], dict[int, dict]]:
+    """Each finished seed's row (outcomes, sampled pass@k, metrics per round, CPU kinds) and its eval JSON."""
+    seeds, after_json = [], {}
+    for s in args.seeds:
+        after = _json(base / f"seed{s}" / "after" / "eval_results.json")
+        if not after.get("complete"):
+            continue
+        after_json[s] = after
+        seeds.append({"seed": s, "pass_at_1_after": after.get("pass@1", after.get("pass_at_1")),
+                      "per_problem_after": {i: after["per_problem"].get(i) for i in ids},
+                      "sampled_pass_at_1_after": after.get("pass_at_k", {}).get("1"), "pass_at_k_after": after.get("pass_at_k", {}),
+                      "metrics_per_round": _per_round(base / f"seed{s}" / "run"), "cpu_kinds": machines(base / f"seed{s}")})  # fmt: skip
+    return seeds, after_json
+
+
+def _classify(seeds: list[dict], record: Record, before: dict, after_json: dict) -> None:
+    """Each seed's flips with their failure class before and after (`flip_classes`), in place."""
+    steady = {i: v for i, v in record.control.items() if i not in set(record.noisy)}  # the flips the statistics count
+    for seed in seeds:
+        classes = before.get("per_problem_class"), after_json[seed["seed"]].get("per_problem_class")
+        seed["flip_classes"] = flip_classes(*classes, steady, seed["per_problem_after"]) if all(classes) else None
+
+
+def _figures(record: Record, seeds: list[dict], before: dict, rows: dict) -> dict:
+    """pass@1 before and after, the gain, flips, McNemar p and the interval: computed from the record."""
+    stats = summary(record.control, dict(record.seeds), record.noisy) if record.seeds else {}
+    control_pass = before.get("pass@1", before.get("pass_at_1"))
+    sampled = [x["sampled_pass_at_1_after"] for x in seeds if x["sampled_pass_at_1_after"] is not None]
+    headroom = sorted(i for i, v in record.control.items() if v == 0 and (rows.get(i, {}).get("correct") or 0) > 0)
+    return {"pass_at_1_before": control_pass, "pass_at_1_after": sum(x["pass_at_1_after"] for x in seeds) / len(seeds) if seeds else None,
+            "control_pass_at_1_after": control_pass, "gain": stats.get("gain"), "gain_per_seed": stats.get("gain_per_seed"), "seeds": seeds,
+            "gain_split": gain_split([x["flip_classes"] for x in seeds if x["flip_classes"]]),  # net problems: format / logic fixes
+            "per_seed": stats.get("per_seed"),  # each seed's own flips and McNemar p against the control
+            "flips_gained": stats.get("flips_gained"), "flips_lost": stats.get("flips_lost"), "mcnemar_p": stats.get("mcnemar_p"),
+            "ci95": stats.get("ci95"), "sampled_pass_at_1_before": before.get("pass_at_k", {}).get("1"),
+            "sampled_pass_at_1_after": sum(sampled) / len(sampled) if sampled else None,
+            "pass_at_k_before": before.get("pass_at_k", {}), "control_classes": before.get("classes"),
+            "control_classes_source": before.get("per_problem_class_source", "this run's control evaluation"),
+            "headroom": len(headroom), "headroom_problems": headroom, "per_problem_before": dict(record.control),
+            # the control repeated (greedy in bf16 depends on the batch): problems whose control differs between
+            # repeats are noise, left out of every figure above and listed here
+            "noisy_problems": list(record.noisy)}  # fmt: skip
+
+
+def _discovery(record: Record, seeds: list[dict]) -> dict:
+    """Per seed: problems with a sample passing the visible example per round and in any round,
+    generated tokens, and the problems gained (noise aside)."""
+    for seed in seeds:
+        rounds = seed["metrics_per_round"]
+        seed["signal_problems"] = [r.get("tasks/found_problems") for r in rounds]
+        seed["signal_problems_any_round"] = rounds[-1].get("tasks/found_total") if rounds else None
+        seed["generated_tokens"] = rounds[-1].get("compute/generation_tokens") if rounds else None
+    steady = {i: v for i, v in record.control.items() if i not in set(record.noisy)}
+    gained = {s: sorted(i for i in steady if not steady[i] and after.get(i)) for s, after in record.seeds}
+    return {"signal_problems": {str(x["seed"]): x["signal_problems"] for x in seeds},
+            "signal_problems_any_round": {str(x["seed"]): x["signal_problems_any_round"] for x in seeds},
+            "generated_tokens": {str(x["seed"]): x["generated_tokens"] for x in seeds},
+            "gained_problems": {str(s): g for s, g in gained.items()}, "distinct_gained": len({i for g in gained.values() for i in g})}  # fmt: skip
+
+
+def _sample_rows(base: Path) -> dict:
+    """The control's sampled completions per problem (`correct`: how many of them pass)."""
+    return {r["task_id"]: r for r in read_jsonl(base / "before" / "samples.jsonl")}
+
+
+def _settings(args, base: Path, overrides: list[str]) -> dict:
+    return {"model": args.model, "split": args.split, "offset": args.offset, "split_seed": SPLIT_SEED,
+            "sampling": {"n": args.n, "temperature": args.temperature}, "overrides": overrides,
+            "train_config": _saved_config(base / f"seed{args.seeds[0]}" / "run"), "parallel": args.parallel,
+            **settings(), "control_cpu_kinds": machines(base)}  # fmt: skip
+
+
+def attach(result: dict, curve: dict | None = None, transfer: dict | None = None) -> dict:
+    """The result with issue 35's `curve` (unified/eval/experiments/curve.py: one point per round of one seed's run)
+    and `transfer` (unified/eval/experiments/transfer.py: these weights on untrained problems) beside its own keys.
+    A curve of other problems or another number of rounds, or a transfer measured from other
+    trained problems, stops with one line: the keys must describe this result."""
+    out = dict(result)
+    if curve is not None:
+        if not curve.get("curve"):
+            raise SystemExit("--curve: no `curve` points in that file; give the JSON unified/eval/experiments/curve.py wrote")
+        if curve.get("problems") is not None and list(curve["problems"]) != list(result["problems"]):
+            raise SystemExit("--curve: the curve evaluated other problems than this result's; rerun unified/eval/experiments/curve.py "
+                             "with --problems-from this result")  # fmt: skip
+        if max(p["round"] for p in curve["curve"]) != result["rounds"]:
+            raise SystemExit(f"--curve: the curve ends at round {max(p['round'] for p in curve['curve'])}, this result "
+                             f"trained {result['rounds']} rounds; curve the run these seeds trained")  # fmt: skip
+        out.update(curve=curve["curve"], curve_saturation=curve.get("saturation"), curve_run=repo_relative(curve["run"]) if curve.get("run") else None)
+    if transfer is not None:
+        block = transfer.get("transfer")
+        if not block:
+            raise SystemExit("--transfer: no `transfer` block in that file; give the JSON unified/eval/experiments/transfer.py wrote")
+        if sorted(transfer.get("trained_on", [])) != sorted(result["problems"]):
+            raise SystemExit("--transfer: that transfer was measured from weights trained on other problems; "
+                             "rerun unified/eval/experiments/transfer.py on this result")  # fmt: skip
+        out["transfer"] = block
+    return out
+
+
+def _saved_config(run: Path) -> dict:
+    from omegaconf import OmegaConf
+
+    latest = latest_checkpoint(run / "checkpoints")
+    config = latest / "config.yaml" if latest is not None else None
+    saved = OmegaConf.to_container(OmegaConf.load(config)) if config and config.exists() else {}
+    return json.loads(json.dumps(saved).replace(str(REPO) + "/", ""))  # no path of this machine in a committed result
+
+
+def _per_round(run: Path) -> list[dict]:
+    keep = ("round", "reward/mean", "reward/solve", "train/groups", "train/groups_used", "train/steps", "train/grad_norm",
+            "losses/total", "reward/parse_failure_rate", "time/round", "train/recomputed", "compute/generation_tokens",
+            "compute/update_tokens", "tasks/found_problems", "tasks/found_total", "tasks/samples_phase_1",
+            "train/replayed_groups", "selective/signal", "eval/pass@1", "time/phase_1_4", "time/phase_5")  # fmt: skip
+    prefixes = ("agreement/", "reward/parse_failure_rate_", "tasks/signal_", "tasks/groups_", "reward/")  # per kind, and the labels' quality
+    return [{k: v for k, v in row.items() if k in keep or k.startswith(prefixes)} for row in read_jsonl(run / "metrics.jsonl")]
+
+
+def write_weights(args, base: Path) -> None:
+    """Seed 0's last checkpoint as compact committed weights (once)."""
+    from omegaconf import OmegaConf
+
+    from unified.models.compact import is_compact, write_compact, write_compact_adapter
+    from unified.models.resolve import resolve_model_path
+
+    ckpt = latest_checkpoint(base / f"seed{args.seeds[0]}" / "run" / "checkpoints")
+    if ckpt is not None and not is_compact(args.weights):
+        budget = OmegaConf.select(OmegaConf.load(ckpt / "config.yaml"), "pipeline.program_max_tokens")
+        if (ckpt / "adapter").is_dir():  # LoRA: the adapter is the compact form
+            write_compact_adapter(ckpt / "adapter", args.model, resolve_model_path(args.model), args.weights,
+                                  program_max_tokens=budget, checkpoint=ckpt.name)  # fmt: skip
+        else:
+            write_compact(ckpt / "model", args.model, resolve_model_path(args.model), args.weights, program_max_tokens=budget,
+                          checkpoint=ckpt.name)  # fmt: skip
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--benchmark", choices=("mbpp", "humaneval"), default="mbpp")
+    p.add_argument("--model", default="smollm2")
+    p.add_argument("--problems", type=int, default=100)
+    p.add_argument("--rounds", type=int, default=3)
+    p.add_argument("--seeds", default="0,1", help="training seeds, comma separated")
+    p.add_argument("--split", choices=("tune", "report", "no_example"), default="report")
+    p.add_argument("--offset", type=int, default=0, help="skip the split's first problems")
+    p.add_argument("--n", type=int, default=16, help="samples per problem for pass@k before and after")
+    p.add_argument("--temperature", type=float, default=1.0, help="their temperature")
+    p.add_argument("--parallel", action="store_true", help="train all seeds at once (one thread each)")
+    p.add_argument("--control-repeats", type=int, default=3,
+                   help="evaluations of the base model; problems whose greedy outcome differs between them are noise")
+    p.add_argument("--select-visible", type=int, default=0, metavar="N",
+                   help="also evaluate the control and seed 0 with --n N --select visible (filtered pass@1: `select_visible`)")
+    p.add_argument("--collect", action="store_true", help="only rebuild the JSON from the run folders")
+    # the run folders and result names keep the script's old name: committed results and resumed runs use them
+    p.add_argument("--runs-dir", default=str(REPO / "logs" / "bench" / "test_time_gain"))
+    p.add_argument("--output", default=None, help="default logs/bench/test_time_gain[_humaneval].json")
+    p.add_argument("--weights", default=None, help="seed 0's compact weights (default docs/results/weights/<benchmark>-seed0)")
+    p.add_argument("--curve", type=Path, default=None, help="a unified/eval/experiments/curve.py JSON of one of these seeds: kept as `curve`")
+    p.add_argument("--transfer", type=Path, default=None, help="a unified/eval/experiments/transfer.py JSON of these weights: kept as `transfer`")
+    args, overrides = p.parse_known_args()
+    if [o for o in overrides if "=" not in o]:
+        p.error(f"unknown argument(s) {[o for o in overrides if '=' not in o]}: extra arguments must be key=value overrides")
+    args.seeds = [int(s) for s in args.seeds.split(",")]
+    args.weights = args.weights or str(REPO / "docs" / "results" / "weights" / f"{args.benchmark}-seed{args.seeds[0]}")
+    ids = split_ids(args.split, args.benchmark)[args.offset : args.offset + args.problems]
+    base = Path(args.runs_dir) / f"{args.benchmark}-{args.split}-{args.offset}+{len(ids)}x{args.rounds}"
+    if not args.collect and (code := run_all(args, ids, base, overrides)) != 0:
+        return code
+    if not args.collect and (code := run_select(args, ids, base, {**os.environ, "PYTHONUNBUFFERED": "1"})) != 0:
+        return code
+    write_weights(args, base)
+    result = attach(collect(args, ids, base, overrides), curve=_json(args.curve) if args.curve else None,
+                    transfer=_json(args.transfer) if args.transfer else None)  # fmt: skip
+    result["select_visible"] = select_block(args, ids, base)
+    suffix = "" if args.benchmark == "mbpp" else f"_{args.benchmark}"
+    out = Path(args.output or REPO / "logs" / "bench" / f"test_time_gain{suffix}.json")
+    write_json(out, result)
+    f = lambda v: "n/a" if v is None else f"{v:.3f}"  # noqa: E731
+    print(f"greedy pass@1 control {f(result['control_pass_at_1_after'])} | after {f(result['pass_at_1_after'])} "
+          f"(seeds {result['gain_per_seed']}) | flips +{result['flips_gained']}/-{result['flips_lost']} | "
+          f"McNemar p {f(result['mcnemar_p'])} | 95% CI {result['ci95']} | headroom {result['headroom']} -> {out}")  # fmt: skip
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(exit_code(main, "run the same command again: every step resumes"))

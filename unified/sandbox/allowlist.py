@@ -1,0 +1,88 @@
+"""The system calls a sandboxed call may make, and its zygote between calls: everything else
+answers EPERM (`sandbox.seccomp_filter` builds the filter from these lists).
+
+Recorded, not guessed: bench/seccomp_record.py ran every MBPP+ (399) and HumanEval (164)
+canonical solution on every input of EvalPlus's verdict (43,624 calls) and a short corpus of
+behaviours allowed on purpose (threads, a thread pool, a fork, sleeping, files in /tmp, an
+AF_UNIX socket pair, large allocations and a MemoryError, stdlib imports, printing, deep
+recursion, a CPU loop) with the filter in LOG mode; the kernel's audit records named each
+call off the list (docs/results/seccomp_record.json, with the uid that made it: 0 is the
+harness, before the call drops to its own uid), and `strace -f` on a zygote gave the
+arguments of the calls narrowed below. Then reviewed by hand: a few calls were added that
+serve the same purpose on another kernel or C library (marked "same call elsewhere": a
+glibc that calls `select` where this one calls `pselect6` would otherwise stop the zygote),
+or that no recorded program happened to reach but every process may need (`rt_sigreturn`,
+the clocks when the vDSO cannot serve them), each with its reason. Nothing recorded was
+left out. Not on the list, so refused (EPERM), among others: sysinfo, statfs/fstatfs, uname,
+io_setup/io_submit, io_uring_*, fadvise64, readahead, mincore, preadv2/pwritev2, flock,
+inotify/fanotify, memfd_create, execve, ptrace, bpf, perf_event_open, keyctl, SysV and POSIX
+IPC, userfaultfd, prctl, sched_setaffinity, mlock, and every call a later kernel adds.
+"""
+
+from __future__ import annotations
+
+# Flag values: the same on x86_64 and aarch64 (asm-generic), the architectures the project runs on.
+AF_UNIX = 1
+F_DUPFD, F_GETFD, F_SETFD, F_GETFL, F_SETFL, F_DUPFD_CLOEXEC = 0, 1, 2, 3, 4, 1030
+TCGETS, FIONBIO, FIONCLEX, FIOCLEX = 0x5401, 0x5421, 0x5450, 0x5451
+MADV_DONTNEED = 4
+MAP_SHARED_TYPE, MAP_PRIVATE = 0x03, 0x02  # MAP_SHARED 0x01, MAP_SHARED_VALIDATE 0x03
+MAP_LOCKED, MAP_POPULATE, MAP_HUGETLB, MAP_SYNC = 0x2000, 0x8000, 0x40000, 0x80000
+CLONE_NEWNS, CLONE_NEWCGROUP, CLONE_NEWUTS, CLONE_NEWIPC = 0x00020000, 0x02000000, 0x04000000, 0x08000000
+CLONE_NEWUSER, CLONE_NEWPID, CLONE_NEWNET = 0x10000000, 0x20000000, 0x40000000
+CLONE_NAMESPACES = CLONE_NEWNS | CLONE_NEWCGROUP | CLONE_NEWUTS | CLONE_NEWIPC | CLONE_NEWUSER | CLONE_NEWPID | CLONE_NEWNET
+MS_NOSUID, MS_NODEV, MS_MOVE, MNT_DETACH = 2, 4, 8192, 2
+
+CALLS = (
+    # recorded, made by the programs (uid of the call)
+    "read", "write", "close", "openat", "newfstatat", "lseek", "getdents64", "mkdir", "rename", "unlink",
+    "getcwd", "brk", "munmap", "mremap", "mprotect", "exit", "exit_group", "getpid", "gettid", "futex",
+    "set_robust_list", "rseq", "rt_sigaction", "rt_sigprocmask", "clock_nanosleep", "getrandom",
+    "getsockname", "sendto", "recvfrom", "epoll_create1",
+    # recorded, made by the harness (sandbox.child before the uid drop; the zygote between calls)
+    "pread64", "pwrite64", "dup2", "close_range", "pipe2", "chdir", "wait4", "kill", "setgroups",
+    "setresgid", "setresuid", "getpriority", "setpriority", "getrusage", "pselect6", "pidfd_open",
+    # not recorded, needed by any process: returning from a signal handler; the clocks, which the
+    # vDSO answered here without a system call (not every clocksource allows it)
+    "rt_sigreturn", "clock_gettime", "clock_getres", "gettimeofday",
+    # not recorded (no run here lacked root): the zygote empties /tmp itself where a call gets no tmpfs of its own
+    "rmdir", "unlinkat",
+    # not recorded, harmless: the call's own identity (the same uid owns its /tmp, which stat shows)
+    "getuid", "geteuid", "getgid", "getegid",
+    # same call elsewhere (another C library or architecture makes these for the recorded ones)
+    "select", "dup", "dup3", "pipe", "open", "fstat", "stat", "lstat", "statx", "getdents", "mkdirat", "renameat",
+    "renameat2",
+)  # fmt: skip
+ZYGOTE = ()  # the zygote's own needs are in CALLS (pselect6, pidfd_open, ...) or narrowed below (mount, setns, ...)
+SETSID = ("setsid",)  # only where calls have no PID namespace of their own (no root): the fallback kill path
+
+# Allowed only with these arguments: per call, alternatives (any matches) of conditions (all
+# hold): (argument index, "eq", value) or (argument index, "masked_eq", value, mask).
+CONDITIONAL: dict[str, tuple[tuple[tuple, ...], ...]] = {
+    # descriptor and status flags, dup (recorded: none; the stdlib's set_blocking/set_inheritable/fdopen):
+    # no locks, leases, F_NOTIFY (dnotify), F_SETOWN/F_SETSIG, pipe sizes, seals
+    "fcntl": tuple(((1, "eq", cmd),) for cmd in (F_DUPFD, F_GETFD, F_SETFD, F_GETFL, F_SETFL, F_DUPFD_CLOEXEC)),
+    # recorded TCGETS (isatty when a file is opened) and FIONBIO (a socket's blocking mode); FIOCLEX /
+    # FIONCLEX are the descriptor flags os.set_inheritable sets through ioctl
+    "ioctl": tuple(((1, "eq", req),) for req in (TCGETS, FIONBIO, FIOCLEX, FIONCLEX)),
+    # recorded AF_UNIX only (a socket pair): inet sockets meet no interface, netlink reply buffers are not
+    # charged to the call's memory, AF_VSOCK reaches the VM's host
+    "socket": (((0, "eq", AF_UNIX),),),
+    "socketpair": (((0, "eq", AF_UNIX),),),
+    # threads and plain forks (recorded: fork's flags; threads under this filter use clone, clone3
+    # answers ENOSYS): no namespace flag
+    "clone": (((0, "masked_eq", 0, CLONE_NAMESPACES),),),
+    # recorded MADV_DONTNEED (a thread's stack, malloc's trim): not MERGEABLE (KSM, machine-wide), WILLNEED /
+    # POPULATE / COLD / PAGEOUT (page cache and reclaim), HWPOISON
+    "madvise": (((2, "eq", MADV_DONTNEED),),),
+    # recorded: private mappings only (anonymous, stacks, the loader's); not shared, locked, populated
+    # (page cache), huge pages (a machine-wide pool) or MAP_SYNC
+    "mmap": (((3, "masked_eq", MAP_PRIVATE, MAP_SHARED_TYPE | MAP_LOCKED | MAP_POPULATE | MAP_HUGETLB | MAP_SYNC),),),
+    # recorded: the process's own limits (pid 0); the call lowers them, it cannot raise them
+    "prlimit64": (((0, "eq", 0),),),
+    # the zygote's, recorded: its calls' PID namespace and /tmp (a call has no capabilities, the kernel refuses it these)
+    "unshare": (((0, "eq", CLONE_NEWPID),),),
+    "setns": (((1, "eq", CLONE_NEWPID),),),
+    "mount": (((3, "eq", MS_NOSUID | MS_NODEV),), ((3, "eq", MS_MOVE),)),
+    "umount2": (((1, "eq", MNT_DETACH),),),
+}
