@@ -1,6 +1,6 @@
 """Several Ray nodes on this machine, on loopback: Ray's own multi-node test harness
 (`ray.cluster_utils.Cluster`: a head plus worker nodes, each its own raylet and object
-store), with the driver (this process) connected to it. Used by tests/multinode and bench/."""
+store), with the driver (this process) connected to it. Used by tests/multinode."""
 
 from __future__ import annotations
 

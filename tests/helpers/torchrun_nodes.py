@@ -1,5 +1,5 @@
 """Two torchrun agents ("nodes") on this machine, one trainer each, meeting by c10d rendezvous
-on 127.0.0.1 (tests/multinode/test_torchrun_nodes.py, bench/node_loss.py). Each round's
+on 127.0.0.1 (tests/multinode/test_torchrun_nodes.py). Each round's
 rendezvous gets a store of its own (TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1: the trainer refuses a
 restartable launch without it, unified/trainer/distributed.py says why)."""
 

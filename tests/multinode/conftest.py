@@ -1,7 +1,6 @@
-"""The two-node torchrun runs take minutes (two 3-round runs of two trainers each): they run
-when asked for (`pytest -m multinode`), not in the default suite, whose time they would
-exceed; bench/node_loss.py --torchrun measures the same kill (docs/results/node_loss_*.json).
-The Ray tests (about a minute) run in both."""
+"""The two-node torchrun runs take minutes (two 3-round runs of two trainers each; measured
+in docs/multinode.md): they run when asked for (`pytest -m multinode`), not in the default
+suite, whose time they would exceed. The Ray tests (about a minute) run in both."""
 
 import pytest
 
