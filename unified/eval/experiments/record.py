@@ -111,7 +111,10 @@ def command_line() -> str:
 
 
 def with_settings(body: Mapping) -> dict:
-    """`body` with `settings` holding at least `settings()`'s keys (its own values win)."""
+    """`body` with `settings` holding at least `settings()`'s keys (its own values win); a body
+    whose `settings` is a list (selective_cost's grid) gets them as `run_settings`."""
+    if isinstance(body.get("settings"), list):
+        return {**body, "run_settings": settings()}
     return {**body, "settings": {**settings(), **(body.get("settings") or {})}}
 
 

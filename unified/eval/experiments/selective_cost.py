@@ -18,11 +18,11 @@ from __future__ import annotations
 
 import argparse
 import itertools
-import json
 from pathlib import Path
 
 import pyarrow.parquet as pq
 
+from unified.eval.experiments.record import write_json
 from unified.pipeline.selective import draw_probability
 
 SETTINGS = [(1.0, 1.0), (0.5, 0.25), (0.5, 0.125), (0.25, 0.25), (0.7, 0.35)]
@@ -94,7 +94,7 @@ def main() -> None:
               f"signal found {s['signal_found']:.2f} of {s['signal_rounds']}, headroom found {s['headroom_found']:.2f} "
               f"of {s['headroom_rounds']}")  # fmt: skip
     if args.output:
-        args.output.write_text(json.dumps(result, indent=1) + "\n")
+        write_json(args.output, result)
 
 
 if __name__ == "__main__":
