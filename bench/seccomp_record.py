@@ -20,7 +20,7 @@ Then `--strace N` traces one worker's zygote and its children (strace -f) over t
 of every problem: the ARGUMENTS of the calls the allowlist narrows (fcntl, ioctl, prctl,
 madvise, mmap, clone, socket, prlimit64), which an audit record does not carry.
 
-    python bench/seccomp_record.py [--final] [--strace]
+    python -m bench.seccomp_record [--final] [--strace]
 
 Writes docs/results/seccomp_record.json. Needs root (kernel isolation, /dev/kmsg) and sets
 /proc/sys/kernel/printk_ratelimit to 0 while it runs (restored at the end): audit records
@@ -43,14 +43,12 @@ import time
 from collections import Counter, defaultdict
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from unified.benchmarks.hidden import evalplus_cases, hidden_calls  # noqa: E402
-from unified.benchmarks.load import load_problems  # noqa: E402
-from unified.sandbox import config as sandbox_config  # noqa: E402
-from unified.sandbox import seccomp_filter  # noqa: E402
-from unified.sandbox.allowlist import CONDITIONAL  # noqa: E402
-from unified.sandbox.executor import ExecCall, Executor, ExecutorConfig  # noqa: E402
+from unified.benchmarks.hidden import evalplus_cases, hidden_calls
+from unified.benchmarks.load import load_problems
+from unified.sandbox import config as sandbox_config
+from unified.sandbox import seccomp_filter
+from unified.sandbox.allowlist import CONDITIONAL
+from unified.sandbox.executor import ExecCall, Executor, ExecutorConfig
 
 OUT = Path(__file__).resolve().parents[1] / "docs" / "results" / "seccomp_record.json"
 RATELIMIT = Path("/proc/sys/kernel/printk_ratelimit")

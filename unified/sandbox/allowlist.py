@@ -1,7 +1,7 @@
 """The system calls a sandboxed call may make, and its zygote between calls: everything else
 answers EPERM (`sandbox.seccomp_filter` builds the filter from these lists).
 
-Recorded, not guessed: bench/seccomp_record.py ran every MBPP+ (399) and HumanEval (164)
+Recorded, not guessed: `python -m bench.seccomp_record` ran every MBPP+ (399) and HumanEval (164)
 canonical solution on every input of EvalPlus's verdict (43,624 calls) and a short corpus of
 behaviours allowed on purpose (threads, a thread pool, a fork, sleeping, files in /tmp, an
 AF_UNIX socket pair, large allocations and a MemoryError, stdlib imports, printing, deep
