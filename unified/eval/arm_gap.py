@@ -46,7 +46,8 @@ def arm_block(result: dict) -> dict:
     seeds = result["seeds"]
     gained = {str(s["seed"]): sum(1 for i, v in s["per_problem_after"].items()
                                   if v and not result["per_problem_before"].get(i)) for s in seeds}  # fmt: skip
-    tokens = result.get("generated_tokens") or {}
+    tokens = result.get("generated_tokens") or {str(s["seed"]): s["metrics_per_round"][-1].get("compute/generation_tokens")
+                                                 for s in seeds if s.get("metrics_per_round")}  # older results: their rounds' metrics
     per_gain = {s: (tokens[s] / gained[s] if tokens.get(s) and gained[s] else None) for s in gained}
     return {"cpu_kind": cpu_kind(result), "seeds": [s["seed"] for s in seeds], "control_pass_at_1": result["pass_at_1_before"],
             "control_repeats": result.get("control_repeats"), "pass_at_1_after": result["pass_at_1_after"],
