@@ -7,7 +7,7 @@ HumanEval solution must pass its recorded cases under both. A call that times ou
 only is listed apart, with its CPU time in the other: a solution near the CPU limit on a
 loaded machine.
 
-    python bench/allowlist_check.py [--policy default|bare]
+    python -m bench.allowlist_check [--policy default|bare]
 
 `default` is the executor's default policy (what training runs); `bare` bans nothing, so only
 the kernel layer stands between a program and the kernel. Writes
@@ -26,14 +26,12 @@ import time
 from collections import Counter
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from unified.benchmarks.hidden import evalplus_cases, hidden_calls, passes_hidden  # noqa: E402
-from unified.benchmarks.load import load_problems  # noqa: E402
-from unified.benchmarks.oracle import output_matches  # noqa: E402
-from unified.sandbox import config as sandbox_config  # noqa: E402
-from unified.sandbox.executor import Executor, ExecutorConfig  # noqa: E402
-from unified.values import values_equal  # noqa: E402
+from unified.benchmarks.hidden import evalplus_cases, hidden_calls, passes_hidden
+from unified.benchmarks.load import load_problems
+from unified.benchmarks.oracle import output_matches
+from unified.sandbox import config as sandbox_config
+from unified.sandbox.executor import Executor, ExecutorConfig
+from unified.values import values_equal
 
 OUT = Path(__file__).resolve().parents[1] / "docs" / "results" / "allowlist_check.json"
 
@@ -84,7 +82,7 @@ def main() -> None:
                for label, res in (("allowlist", under), ("no_filter", without))}  # fmt: skip
     result = {
         "what": "canonical solutions on every EvalPlus input, under the seccomp allowlist and without a filter",
-        "command": f"python bench/allowlist_check.py --policy {args.policy}",
+        "command": f"python -m bench.allowlist_check --policy {args.policy}",
         "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
         "kernel": platform.release(), "python": platform.python_version(), "load_avg_1m": os.getloadavg()[0],
         "problems": {"mbpp": sum(p.benchmark == "mbpp" for p, _, _ in problems), "humaneval": len(he)},

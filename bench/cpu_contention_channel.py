@@ -10,7 +10,7 @@ default policy a program has neither by name, and would build its clock and its 
 otherwise (a file's timestamps in /tmp tick with the kernel's coarse clock): this is an upper
 bound for that case.
 
-    python bench/cpu_contention_channel.py [--bits 64] [--slots-ms 20 50 100] [--spinners 2]
+    python -m bench.cpu_contention_channel [--bits 64] [--slots-ms 20 50 100] [--spinners 2]
 
 Prints, per slot length, the bit error rate and the capacity of a binary symmetric channel with
 that error rate (bits/s); writes logs/bench/cpu_contention_channel.json. The figure depends on
@@ -28,9 +28,7 @@ import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from unified.sandbox.executor import ExecCall, Executor, ExecutorConfig  # noqa: E402
+from unified.sandbox.executor import ExecCall, Executor, ExecutorConfig
 
 OUT = Path(__file__).resolve().parents[1] / "logs" / "bench" / "cpu_contention_channel.json"
 
