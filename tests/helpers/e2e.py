@@ -39,7 +39,8 @@ def env() -> dict:
 
 
 def command(out_dir: Path, *extra: str, script: str = "train_unified.py") -> list[str]:
-    return [sys.executable, str(REPO / script), f"--output-dir={out_dir}", *FAST, *extra]
+    target = script.split() if script.startswith("-m ") else [str(REPO / script)]  # a file, or "-m package.module"
+    return [sys.executable, *target, f"--output-dir={out_dir}", *FAST, *extra]
 
 
 def run(out_dir: Path, *extra: str, timeout: float = 600, script: str = "train_unified.py") -> subprocess.CompletedProcess:
