@@ -46,9 +46,9 @@ def downsample(rewards: Sequence[float], n: int) -> list[int]:
     if len(rewards) <= n:
         return list(range(len(rewards)))
     order = sorted(range(len(rewards)), key=lambda i: (-rewards[i], i))
-    high = order[: n // 2]
-    rest = [i for i in sorted(range(len(rewards)), key=lambda i: (rewards[i], i)) if i not in set(high)]
-    return sorted(high + rest[: n - len(high)])
+    high = set(order[: n // 2])
+    low = [i for i in sorted(range(len(rewards)), key=lambda i: (rewards[i], i)) if i not in high]
+    return sorted([*high, *low[: n - len(high)]])
 
 
 def with_replay(rewards: Sequence[float], replay_reward: float | None) -> bool:

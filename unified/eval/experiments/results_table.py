@@ -42,7 +42,9 @@ def _recipe(body: dict) -> str:
         return "`" + " ".join(settings.get("overrides") or []) + "`"
     kinds = " + ".join(m.replace(":", " ") for m in pipeline.get("mix") or []) or " + ".join(pipeline.get("kinds") or [])
     source = pipeline.get("solve_source") or "visible"
-    return kinds + ("" if source == "visible" else f", {source} labels")
+    discovery = f", discovery {pipeline['discovery_n']}" if pipeline.get("discovery_n") else ""
+    replay = " + replay" if pipeline.get("replay") else ""
+    return kinds + ("" if source == "visible" else f", {source} labels") + discovery + replay
 
 
 def _cells(record: Record, stated: dict) -> str:
