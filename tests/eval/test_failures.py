@@ -27,19 +27,22 @@ def executor():
 def test_each_class_comes_from_what_the_program_did(problems, executor):
     entry = {p.problem_id: p.entry_point for p in problems}
     canonical = {p.problem_id: p.canonical_solution for p in problems}
+    first_args = {p.problem_id: repr(list(p.hidden[0].args)) for p in problems}
     answers = {
         "Mbpp/2": "I cannot write code for this.",  # no code
         "Mbpp/3": "```python\ndef {e}(n:\n    return\n```",  # does not parse
         "Mbpp/4": "```python\ndef helper(a, b):\n    return a\n```",  # parses, wrong name
         "Mbpp/6": "```python\ndef {e}(*args):\n    raise ValueError('no')\n```",  # raises
-        "Mbpp/7": "```python\ndef {e}(*args):\n    while True:\n        pass\n```",  # runs out of time
+        # runs out of time on its first hidden case (each looping case burns a whole CPU second:
+        # one is the class, a hundred would be CI's slowest test) and returns None on the others
+        "Mbpp/7": "```python\ndef {e}(*args):\n    while list(args) == {a}:\n        pass\n```",
         "Mbpp/8": "```python\ndef {e}(*args):\n    return 12345\n```",  # a value, the wrong one
         "Mbpp/9": "```python\n{c}\n```",  # the canonical solution
     }
 
     def respond(text, sampling):
         (pid,) = [p.problem_id for p in problems if text.startswith(p.prompt) and f"`{p.entry_point}`" in text]
-        return [answers[pid].format(e=entry[pid], c=canonical[pid])]
+        return [answers[pid].format(e=entry[pid], c=canonical[pid], a=first_args[pid])]
 
     result = evaluate(problems, ScriptedGenerator(respond), executor, max_tokens=64)
     assert result.classes == {"Mbpp/2": "no_code", "Mbpp/3": "syntax", "Mbpp/4": "entry_point", "Mbpp/6": "exception",

@@ -110,10 +110,12 @@ def assert_same_parquet(a: Path, b: Path) -> None:
 
 @contextlib.contextmanager
 def busy_cores(count: int | None = None):
-    """`count` CPU-burning processes (default: two per core) for the duration of the block,
+    """`count` CPU-burning processes (default: one per core) for the duration of the block,
     ended by their pids. They inherit this process's niceness, so they compete with the run
-    under test as equals."""
-    count = count or 2 * (os.cpu_count() or 1)
+    under test as equals: it gets about half the CPU it would alone, so every wall-clock
+    reading differs from an idle run's. (Two per core made the runs under load ~10x slower,
+    the largest single cost of CI, and showed nothing one per core does not.)"""
+    count = count or (os.cpu_count() or 1)
     procs = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(count)]
     try:
         yield [p.pid for p in procs]
