@@ -54,3 +54,27 @@ def test_the_command_writes_the_comparison_and_refuses_bad_input(tmp_path, capsy
     assert set(body["pairs"]) == {"a_vs_b"} and body["arms"]["a"]["cpu_kind"] == "AMD EPYC"
     with pytest.raises(UserError, match="NAME=RESULT.json"):
         main([str(tmp_path / "a.json"), f"b={tmp_path / 'b.json'}", "--output", str(out)])
+
+
+def test_seeds_of_one_control_from_two_runs_join_into_one_arm_and_other_controls_are_refused(tmp_path):
+    def seed(s, after, tokens):
+        r = _result("AMD EPYC", CONTROL, [after], tokens={str(s): tokens})
+        r["seeds"][0]["seed"] = s
+        r["seeds"][0]["pass_at_1_after"] = sum(after.values()) / len(after)
+        return r
+
+    (tmp_path / "s0.json").write_text(json.dumps(seed(0, CONTROL | {"p1": 1.0, "p2": 1.0}, 100)))
+    (tmp_path / "s1.json").write_text(json.dumps(seed(1, CONTROL | {"p2": 1.0, "p0": 0.0}, 300)))
+    out = tmp_path / "cmp.json"
+    b = tmp_path / "b.json"
+    b.write_text(json.dumps(_result("AMD EPYC", CONTROL, [CONTROL])))
+    assert main([f"n8={tmp_path / 's0.json'}+{tmp_path / 's1.json'}", f"b={b}", "--output", str(out)]) == 0
+    arm = json.loads(out.read_text())["arms"]["n8"]
+    assert arm["seeds"] == [0, 1] and arm["gain_per_seed"] == pytest.approx([0.2, 0.0])  # recomputed, not copied
+    assert (arm["flips_gained"], arm["flips_lost"]) == (3, 1) and arm["distinct_gained"] == 2
+    assert arm["generated_tokens"] == {"0": 100, "1": 300} and arm["pass_at_1_after"] == pytest.approx(0.2)
+    (tmp_path / "amx.json").write_text(json.dumps(_result("Intel Xeon (AMX)", CONTROL, [CONTROL])))
+    with pytest.raises(UserError, match="different controls"):
+        main([f"n8={tmp_path / 's0.json'}+{tmp_path / 'amx.json'}", f"b={b}", "--output", str(out)])
+    with pytest.raises(UserError, match="seed 0 appears in two"):
+        main([f"n8={tmp_path / 's0.json'}+{tmp_path / 's0.json'}", f"b={b}", "--output", str(out)])

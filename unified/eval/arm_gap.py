@@ -1,6 +1,11 @@
 """Recipes against each other when their controls ran on different CPU kinds.
 
     python -m unified.eval.arm_gap NAME=RESULT.json [NAME=RESULT.json ...] --output OUT.json
+    python -m unified.eval.arm_gap n8=seed0.json+seeds12.json ...   # an arm's seeds from several runs
+
+An arm given as `A.json+B.json` joins the seeds of results that ran against one control (the
+same CPU kind and the same control outcomes, problem for problem; anything else is refused):
+its figures are recomputed from the joined per-problem outcomes (`gain_stats.summary`).
 
 bf16 greedy decoding differs between CPU kinds (an AVX512-BF16 AMD EPYC and an AMX Xeon
 score different controls on the same problems), so an arm is compared with another only
@@ -28,7 +33,7 @@ from typing import Mapping, Sequence
 import numpy as np
 
 from unified.errors import ArgumentParser, UserError
-from unified.eval.gain_stats import _bootstrap, versus
+from unified.eval.gain_stats import _bootstrap, summary, versus
 
 
 def cpu_kind(result: dict) -> str:
@@ -89,17 +94,43 @@ def comparison(arms: Mapping[str, dict]) -> dict:
             "pairs": {f"{x}_vs_{y}": compare(arms[x], arms[y]) for x, y in itertools.combinations(arms, 2)}}  # fmt: skip
 
 
+def joined(parts: Sequence[tuple[str, dict]]) -> dict:
+    """One arm from results that share a control: their seeds together, figures recomputed."""
+    (first_path, first), rest = parts[0], parts[1:]
+    for path, body in rest:
+        if cpu_kind(body) != cpu_kind(first) or body["per_problem_before"] != first["per_problem_before"]:
+            raise UserError(f"{path} and {first_path} ran against different controls (CPU kind or control outcomes): "
+                            "join only seeds of one control")  # fmt: skip
+    seeds = [s for _, body in parts for s in body["seeds"]]
+    ids = [s["seed"] for s in seeds]
+    if len(set(ids)) != len(ids):
+        raise UserError(f"seed {sorted(i for i in ids if ids.count(i) > 1)[0]} appears in two of {[p for p, _ in parts]}: join distinct seeds")
+    noisy = sorted({i for _, body in parts for i in body.get("noisy_problems") or []})
+    stats = summary(first["per_problem_before"], {s["seed"]: s["per_problem_after"] for s in seeds}, noisy)
+    stats["per_seed"] = {str(k): v for k, v in stats["per_seed"].items()}
+    merged = lambda key: {k: v for _, body in parts for k, v in (body.get(key) or {}).items()} or None  # noqa: E731
+    gained = {i for s in seeds for i, v in s["per_problem_after"].items() if v and not first["per_problem_before"].get(i) and i not in noisy}
+    return {**first, **stats, "seeds": seeds, "pass_at_1_after": float(np.mean([s["pass_at_1_after"] for s in seeds])),
+            "generated_tokens": merged("generated_tokens"), "signal_problems_any_round": merged("signal_problems_any_round"),
+            "distinct_gained": len(gained), "joined_from": [p for p, _ in parts]}  # fmt: skip
+
+
 def _load(spec: str) -> tuple[str, dict]:
-    name, sep, path = spec.partition("=")
+    name, sep, paths = spec.partition("=")
     if not sep or not name:
         raise UserError(f"{spec!r}: give each arm as NAME=RESULT.json, e.g. discovery=docs/results/test_time_gain_discovery.json")
+    parts = [(path, _read(path)) for path in paths.split("+")]
+    return name, (parts[0][1] if len(parts) == 1 else joined(parts))
+
+
+def _read(path: str) -> dict:
     try:
         body = json.loads(Path(path).read_text())
     except (OSError, ValueError) as exc:
         raise UserError(f"cannot read {path} ({exc.__class__.__name__}): give a result JSON of the gain experiment") from None
     if not isinstance(body, dict) or "seeds" not in body or "per_problem_before" not in body:
         raise UserError(f"{path} has no 'seeds' or 'per_problem_before': give a result JSON of the gain experiment")
-    return name, body
+    return body
 
 
 def main(argv: Sequence[str] | None = None) -> int:
