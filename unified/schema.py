@@ -113,20 +113,19 @@ def _tiny(model_path: str | None) -> bool:
 
 
 def task_kinds_for(model_path: str | None, backend: str | None = None) -> list[str]:
-    """`pipeline.kinds`' derived value: a real model
-    trains on its benchmark prompts (`solve`, rewarded on the visible examples) and, where
-    the engine decodes answers in their shapes (not on `rollout=hf`), on the self-play kinds
-    built from its own programs; the embedded tiny model, which writes noise, on the
-    self-play kinds built from canonical programs."""
+    """`pipeline.kinds`' derived value: a real model trains on its benchmark prompts (`solve`,
+    rewarded on the visible examples) and, where the engine decodes answers in their shapes (not
+    on `rollout=hf`), on the self-play kinds built from its own programs; the embedded tiny
+    model, which writes noise, on the self-play kinds built from canonical programs."""
     if _tiny(model_path):
         return list(SELF_PLAY)
     return [SOLVE] if backend == "hf" else list(DEFAULT_MIX)
 
 
 def task_mix_for(model_path: str | None, kinds) -> list[str]:
-    """`pipeline.mix`' derived value: for a real model, the
-    shares of DEFAULT_MIX for the kinds in `pipeline.kinds`, when they are two or more and all
-    in it (so `pipeline.kinds=[solve]` is solve alone); otherwise none: every kept task."""
+    """`pipeline.mix`' derived value: for a real model, the shares of DEFAULT_MIX for the kinds
+    in `pipeline.kinds`, when they are two or more and all in it (so `pipeline.kinds=[solve]` is
+    solve alone); otherwise none: every kept task."""
     kinds = [str(k) for k in kinds]
     if _tiny(model_path) or len(kinds) < 2 or set(kinds) - set(DEFAULT_MIX):
         return []
@@ -134,9 +133,9 @@ def task_mix_for(model_path: str | None, kinds) -> list[str]:
 
 
 def constrain_for(backend: str | None) -> list[str]:
-    """`pipeline.constrain`'s derived value: the self-play
-    kinds' answers and phase 2's inputs in their shapes (kinds/shapes.py) where the engine can
-    decode in a grammar (vLLM's structured outputs); nothing on the hf backend, which cannot."""
+    """`pipeline.constrain`'s derived value: the self-play kinds' answers and phase 2's inputs
+    in their shapes (kinds/shapes.py) where the engine can decode in a grammar (vLLM's
+    structured outputs); nothing on the hf backend, which cannot."""
     return [] if backend == "hf" else [*TTRLVR_KINDS, INPUTS]
 
 

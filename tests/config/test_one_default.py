@@ -69,8 +69,8 @@ def test_python_and_hydra_derive_in_one_place(overrides):
     """A TrainConfig built in Python from the run's other groups gets the run's derived values."""
     run = typed(compose_config(overrides))
     built = TrainConfig(model=run.model, rollout=_underived(run, "rollout"), pipeline=_underived(run, "pipeline"))
-    for group in DERIVED:
-        for key in DERIVED[group]:
+    for group, keys in DERIVED.items():
+        for key in keys:
             assert getattr(getattr(built, group), key) == getattr(getattr(run, group), key), f"{group}.{key}"
     plain = TrainConfig()  # its own groups' defaults: the embedded tiny model
     assert plain.pipeline.num_programs == plain.rollout.n and plain.rollout.max_tokens == plain.model.max_new_tokens

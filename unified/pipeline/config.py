@@ -29,10 +29,10 @@ DERIVED = ("num_programs", "program_temperature", "program_max_tokens", "input_m
 
 @dataclass(frozen=True)
 class PipelineConfig:
-    """The `pipeline` group's schema (unified/schema.py); configs/pipeline/default.yaml holds its values."""
+    """The `pipeline` group's schema (unified/schema.py): its keys and defaults (configs/pipeline/default.yaml sets none)."""
 
-    # None: derived, filled by `TrainConfig` (schema.derive) from the group named after "follows"; a
-    # PipelineConfig built by hand gives them (`require_derived` names any left out)
+    # a key that "follows" another is derived: None here, filled from what it follows by TrainConfig
+    # (schema.derive); a PipelineConfig built by hand gives it (`require_derived` names any left out)
     # K candidate programs sampled per problem. Follows rollout.n: the group size has ONE source, rollout.n
     # (phase 1's programs are the solve kind's groups); set this only to sample phase 1 differently
     num_programs: int | None = None

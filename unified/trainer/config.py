@@ -57,7 +57,7 @@ class RolloutConfig:
     n: int = 8
     temperature: float = 0.8  # 1.0 is hot for a 135M model (sampled pass@1 a quarter of greedy)
     top_p: float = 1.0
-    max_tokens: Optional[int] = None  # per completion; None: follows model.max_new_tokens (schema.derive)
+    max_tokens: int | None = None  # per completion; None: follows model.max_new_tokens (schema.derive)
     max_model_len: int = 1024
     kv_cache_gib: float = 1.0
     gpu_memory_utilization: float = 0.4
