@@ -104,8 +104,7 @@ def build_round_data(
     lap("phase_4")
     return RoundData(round_index=round_index, problems=tuple(problems), pass_at_1=pass_at_1,
                      program_candidates=tuple(candidates), programs=tuple(selfplay), program_completions=completions,
-                     visible_passing=frozenset(_with_examples(passing, problems)),
-                     triples=tuple(triples),
+                     visible_passing=frozenset(_with_examples(passing, problems)), triples=tuple(triples),
                      candidate_tasks=tuple(candidate_tasks), tasks=tuple(tasks), rejections=tuple(rejections),
                      timings=lap.timings)  # fmt: skip
 
