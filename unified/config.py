@@ -112,8 +112,8 @@ def compose_config(overrides: Sequence[str] = ()) -> DictConfig:
 
 
 def load_config(overrides: Sequence[str] = ()) -> tuple[DictConfig, TrainConfig]:
-    """The composed config (what `--cfg` prints and checkpoints keep, `to_yaml`) and the
-    run's one typed config, validated once here (`validate`) and passed on to `train`."""
+    """The composed config and the run's one typed config, validated once here (`validate`)
+    and passed on to `train` (`to_yaml` of it is what `--cfg` prints and checkpoints keep)."""
     composed = compose_config(overrides)
     return composed, validate(composed)
 
@@ -233,5 +233,7 @@ def check_writable(path: Path) -> None:
                 pass
 
 
-def to_yaml(cfg: DictConfig) -> str:
-    return OmegaConf.to_yaml(cfg, resolve=True)
+def to_yaml(cfg: TrainConfig) -> str:
+    """The run's typed config as YAML (what `--cfg` prints and checkpoints keep as config.yaml):
+    every value resolved, the derived keys (None in the schema) included."""
+    return OmegaConf.to_yaml(OmegaConf.structured(cfg))

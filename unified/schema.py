@@ -10,6 +10,9 @@ composes (an unknown key or a wrong type is an error there), and `OmegaConf.to_o
 the whole tree into one frozen `TrainConfig` whose groups are the frozen dataclasses their
 stages run with, checks in `__post_init__` included: no hand-written mapping between YAML
 and code. The run builds it once (`config.load_config`, which validates) and every stage reads its fields.
+A key whose value follows from another group (`pipeline.num_programs` from `rollout.n`, the
+budgets from `model.max_new_tokens`, ...) is None in its class and in the YAML, and gets its
+value in one place: `derive`, which `TrainConfig.__post_init__` runs.
 Each group lives beside its stage: the trainer's (`model`, `rollout`, `algorithm`,
 `tuning`, `trainer`) in trainer/config.py, the pipeline's (`pipeline`, `benchmark`) in
 pipeline/config.py, the executor's in sandbox/config.py; all three are torch-free, so
@@ -18,7 +21,7 @@ composing a config imports no torch, and this module only gathers them.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, fields, is_dataclass
+from dataclasses import dataclass, field, fields, is_dataclass, replace
 
 from hydra.core.config_store import ConfigStore
 from omegaconf import DictConfig, OmegaConf
@@ -57,6 +60,10 @@ class TrainConfig:
     executor: ExecutorConfig = field(default_factory=ExecutorConfig)
     trainer: TrainerConfig = field(default_factory=TrainerConfig)
 
+    def __post_init__(self):  # Hydra's `typed` and a TrainConfig built in Python alike get the derived keys
+        for name, group in derive(self).items():
+            object.__setattr__(self, name, group)
+
 
 def schema_node() -> DictConfig:
     """`TrainConfig` as the node Hydra composes into. Each group is built from its class, so
@@ -74,10 +81,31 @@ def schema_node() -> DictConfig:
     return node
 
 
+def derive(cfg: TrainConfig) -> dict:
+    """The ONE place the derived keys get their values: each is None in its class (a competing
+    class default would be what code built outside Hydra silently runs with) and follows from
+    another group; a key already set (an override, e.g. pipeline.num_programs=4) is kept.
+    -> {group name: the group with its derived keys filled}."""
+    model, rollout, pipeline = cfg.model, cfg.rollout, cfg.pipeline
+    rollout = _fill(rollout, max_tokens=model.max_new_tokens)
+    kinds = pipeline.kinds if pipeline.kinds is not None else tuple(task_kinds_for(model.path, rollout.backend))
+    pipeline = _fill(pipeline, num_programs=rollout.n, program_temperature=rollout.temperature,  # the group size: rollout.n
+                     program_max_tokens=model.max_new_tokens, input_max_tokens=model.max_new_tokens,
+                     seed_programs=seed_programs_for(model.path), kinds=kinds, mix=tuple(task_mix_for(model.path, kinds)),
+                     constrain=tuple(constrain_for(rollout.backend)))  # fmt: skip
+    return {"rollout": rollout, "pipeline": pipeline}
+
+
+def _fill(group, **values):
+    """`group` with each key of `values` that it holds as None set (its checks run again)."""
+    unset = {k: v for k, v in values.items() if getattr(group, k) is None}
+    return replace(group, **unset) if unset else group
+
+
 def seed_programs_for(model_path: str | None) -> str:
-    """`pipeline.seed_programs`' default (the `${seed_programs_for:...}` resolver): the
-    embedded tiny model writes noise, so its tasks also come from the canonical solutions."""
-    return "canonical" if model_path in (None, "", "tiny") else "none"
+    """`pipeline.seed_programs`' derived value: the embedded tiny model writes noise, so its
+    tasks also come from the canonical solutions."""
+    return "canonical" if _tiny(model_path) else "none"
 
 
 def _tiny(model_path: str | None) -> bool:
@@ -85,20 +113,19 @@ def _tiny(model_path: str | None) -> bool:
 
 
 def task_kinds_for(model_path: str | None, backend: str | None = None) -> list[str]:
-    """`pipeline.kinds`' default (the `${task_kinds_for:...}` resolver): a real model
-    trains on its benchmark prompts (`solve`, rewarded on the visible examples) and, where
-    the engine decodes answers in their shapes (not on `rollout=hf`), on the self-play kinds
-    built from its own programs; the embedded tiny model, which writes noise, on the
-    self-play kinds built from canonical programs."""
+    """`pipeline.kinds`' derived value: a real model trains on its benchmark prompts (`solve`,
+    rewarded on the visible examples) and, where the engine decodes answers in their shapes (not
+    on `rollout=hf`), on the self-play kinds built from its own programs; the embedded tiny
+    model, which writes noise, on the self-play kinds built from canonical programs."""
     if _tiny(model_path):
         return list(SELF_PLAY)
     return [SOLVE] if backend == "hf" else list(DEFAULT_MIX)
 
 
 def task_mix_for(model_path: str | None, kinds) -> list[str]:
-    """`pipeline.mix`' default (the `${task_mix_for:...}` resolver): for a real model, the
-    shares of DEFAULT_MIX for the kinds in `pipeline.kinds`, when they are two or more and all
-    in it (so `pipeline.kinds=[solve]` is solve alone); otherwise none: every kept task."""
+    """`pipeline.mix`' derived value: for a real model, the shares of DEFAULT_MIX for the kinds
+    in `pipeline.kinds`, when they are two or more and all in it (so `pipeline.kinds=[solve]` is
+    solve alone); otherwise none: every kept task."""
     kinds = [str(k) for k in kinds]
     if _tiny(model_path) or len(kinds) < 2 or set(kinds) - set(DEFAULT_MIX):
         return []
@@ -106,17 +133,12 @@ def task_mix_for(model_path: str | None, kinds) -> list[str]:
 
 
 def constrain_for(backend: str | None) -> list[str]:
-    """`pipeline.constrain`'s default (the `${constrain_for:...}` resolver): the self-play
-    kinds' answers and phase 2's inputs in their shapes (kinds/shapes.py) where the engine can
-    decode in a grammar (vLLM's structured outputs); nothing on the hf backend, which cannot."""
+    """`pipeline.constrain`'s derived value: the self-play kinds' answers and phase 2's inputs
+    in their shapes (kinds/shapes.py) where the engine can decode in a grammar (vLLM's
+    structured outputs); nothing on the hf backend, which cannot."""
     return [] if backend == "hf" else [*TTRLVR_KINDS, INPUTS]
 
 
 def register() -> None:
-    """Store the schema as `schema` (the first entry of configs/train.yaml's defaults) and
-    the resolvers the YAML files use."""
+    """Store the schema as `schema` (the first entry of configs/train.yaml's defaults)."""
     ConfigStore.instance().store(name="schema", node=schema_node())
-    OmegaConf.register_new_resolver("seed_programs_for", seed_programs_for, replace=True)
-    OmegaConf.register_new_resolver("task_kinds_for", task_kinds_for, replace=True)
-    OmegaConf.register_new_resolver("task_mix_for", task_mix_for, replace=True)
-    OmegaConf.register_new_resolver("constrain_for", constrain_for, replace=True)

@@ -1,25 +1,26 @@
-"""One default per key: what `PipelineConfig()` and `TrainerConfig()` hold is what a run of
-the default config gets, except the keys whose YAML value follows from another group (`${...}`:
-derived, listed here so a new one is a decision). A drift between a YAML value and its class
-default fails, naming the key."""
+"""One default per key: what `PipelineConfig()`, `RolloutConfig()` and `TrainerConfig()` hold is
+what a run of the default config gets, except the keys whose value follows from another group
+(derived, listed here so a new one is a decision). A derived key is None in its class and in
+the YAML, and gets its value in ONE place, `schema.derive` (run by `TrainConfig.__post_init__`,
+so Hydra's typed config and a `TrainConfig` built in Python agree). A drift between a run's
+value and its class default fails, naming the key."""
 
-from dataclasses import fields
+from dataclasses import fields, replace
 
+import pytest
 from omegaconf import OmegaConf
 
 from unified.config import compose_config, typed
+from unified.pipeline import config as pipeline_config
 from unified.pipeline.config import PipelineConfig
-from unified.schema import TrainerConfig
+from unified.schema import RolloutConfig, TrainConfig, TrainerConfig
 
-# key -> the value it follows (configs/pipeline/default.yaml): the group size has ONE source,
-# rollout.n; phase 1's programs per problem (pipeline.num_programs) follow it
+# key -> the value it follows (schema.derive): the group size has ONE source, rollout.n; phase 1's
+# programs per problem (pipeline.num_programs) follow it
 DERIVED = {"pipeline": {"program_max_tokens", "input_max_tokens", "seed_programs", "kinds", "mix", "constrain",
-                        "num_programs", "program_temperature"}, "trainer": set()}  # fmt: skip
-
-
-def derived_keys(composed, group: str) -> set[str]:
-    node = composed[group]
-    return {k for k in node if OmegaConf.is_interpolation(node, k)}
+                        "num_programs", "program_temperature"},
+           "rollout": {"max_tokens"}, "trainer": set()}  # fmt: skip
+CLASSES = {"pipeline": PipelineConfig, "rollout": RolloutConfig, "trainer": TrainerConfig}
 
 
 def drift(run, cls, skip: set[str]) -> list[str]:
@@ -29,12 +30,63 @@ def drift(run, cls, skip: set[str]) -> list[str]:
             if f.name not in skip and getattr(run, f.name) != getattr(default, f.name)]  # fmt: skip
 
 
+def class_defaults(cls, keys) -> dict:
+    """The class defaults of `keys` that are not None (a derived key must have none)."""
+    default = {f.name: f.default for f in fields(cls)}
+    return {k: default[k] for k in keys if default[k] is not None}
+
+
+def filled(run, cls) -> set[str]:
+    """Keys None in the class that the run holds a value for: the derived ones."""
+    return {f.name for f in fields(cls) if f.default is None and getattr(run, f.name) is not None}
+
+
 def test_the_classes_are_the_default_config():
     composed = compose_config([])
     cfg = typed(composed)
-    for group, cls in (("pipeline", PipelineConfig), ("trainer", TrainerConfig)):
-        assert derived_keys(composed, group) == DERIVED[group], f"{group}: a key became derived or stopped being one"
+    for group, cls in CLASSES.items():
+        assert filled(getattr(cfg, group), cls) == DERIVED[group], f"{group}: a key became derived or stopped being one"
         assert drift(getattr(cfg, group), cls, DERIVED[group]) == []
+        set_in_yaml = [k for k in DERIVED[group] if OmegaConf.select(composed, f"{group}.{k}") is not None]
+        assert set_in_yaml == [], f"{group}: derived keys set in configs/ (schema.derive is their one place)"
+    assert DERIVED["pipeline"] == set(pipeline_config.DERIVED)  # what `require_derived` checks
+
+
+def test_a_derived_key_has_no_class_default():
+    """A class default for a derived key would compete with `derive`: code built outside Hydra
+    would silently run with it (the old `num_programs=4` while a run got `rollout.n=8`)."""
+    for group, cls in CLASSES.items():
+        assert class_defaults(cls, DERIVED[group]) == {}, f"{group}: give these None and let schema.derive fill them"
+
+
+def _underived(cfg: TrainConfig, group: str):
+    """`group` of `cfg` with its derived keys back to None (as a class builds it)."""
+    return replace(getattr(cfg, group), **dict.fromkeys(DERIVED[group]))
+
+
+@pytest.mark.parametrize("overrides", [[], ["model=tiny"], ["model=hf", "rollout=hf"], ["rollout.n=5", "rollout.temperature=0.3"]])
+def test_python_and_hydra_derive_in_one_place(overrides):
+    """A TrainConfig built in Python from the run's other groups gets the run's derived values."""
+    run = typed(compose_config(overrides))
+    built = TrainConfig(model=run.model, rollout=_underived(run, "rollout"), pipeline=_underived(run, "pipeline"))
+    for group, keys in DERIVED.items():
+        for key in keys:
+            assert getattr(getattr(built, group), key) == getattr(getattr(run, group), key), f"{group}.{key}"
+    plain = TrainConfig()  # its own groups' defaults: the embedded tiny model
+    assert plain.pipeline.num_programs == plain.rollout.n and plain.rollout.max_tokens == plain.model.max_new_tokens
+
+
+def test_an_override_of_a_derived_key_wins():
+    cfg = typed(compose_config(["pipeline.num_programs=4", "rollout.max_tokens=50"]))
+    assert cfg.pipeline.num_programs == 4 and cfg.rollout.n == 8 and cfg.rollout.max_tokens == 50
+    assert TrainConfig(pipeline=PipelineConfig(num_programs=3)).pipeline.num_programs == 3
+
+
+def test_a_derived_key_left_unset_is_one_clear_error():
+    with pytest.raises(ValueError, match=r"pipeline\.num_programs is None: .*TrainConfig.*PipelineConfig\(num_programs=\.\.\.\)"):
+        PipelineConfig().require_derived()
+    with pytest.raises(ValueError, match=r"rollout\.max_tokens is None: it follows model\.max_new_tokens"):
+        RolloutConfig().sampling()
 
 
 def test_the_group_size_has_one_source():

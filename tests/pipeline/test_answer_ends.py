@@ -10,8 +10,9 @@ from unified.kinds import KINDS, SOLVE, kind_of, raw_answer
 from unified.benchmarks.hidden import with_expected_outputs
 from unified.benchmarks.load import load_problems
 from tests.helpers.scripted import ScriptedGenerator
+from tests.helpers.pipeline_config import pipeline_config
 from unified.eval.greedy import pass_at_1 as greedy_pass_at_1
-from unified.pipeline.phases import PipelineConfig, build_round_data
+from unified.pipeline.phases import build_round_data
 from unified.sandbox.executor import ExecutorConfig
 from unified.sandbox.executors import build_executor
 from unified.text.stops import FENCE_END, TAG_END, AnswerEnd
@@ -25,16 +26,16 @@ def _task(kind: str) -> Task:
 
 
 def test_free_text_answers_stop_at_their_kinds_end_and_shaped_ones_never():
-    free = PipelineConfig(kinds=tuple(KINDS), constrain=())
+    free = pipeline_config(kinds=tuple(KINDS), constrain=())
     for kind in KINDS:
         marker = FENCE_END if raw_answer(kind_of(kind)) else TAG_END
         assert free.answer_end(_task(kind)) == AnswerEnd(marker, "similar_elements" if marker == FENCE_END else "")
-    shaped = PipelineConfig(kinds=tuple(KINDS))  # the default: the self-play kinds are shaped
+    shaped = pipeline_config(kinds=tuple(KINDS))  # the default: the self-play kinds are shaped
     assert all(shaped.answer_end(_task(k)) is None for k in shaped.constrain if k in KINDS)
     assert shaped.answer_end(_task(SOLVE)) == AnswerEnd(FENCE_END, "similar_elements")
     off = replace(free, stop_at_answer=False)
     assert all(off.answer_end(_task(k)) is None for k in KINDS) and off.program_end("f") is None
-    assert PipelineConfig(constrain=(SOLVE,)).program_end("f") is None  # shaped programs end in their grammar
+    assert pipeline_config(constrain=(SOLVE,)).program_end("f") is None  # shaped programs end in their grammar
 
 
 @pytest.fixture(scope="module")
@@ -47,7 +48,7 @@ def problems():
 def test_phase_1_asks_for_the_stop_and_reads_the_same_program(problems, stop):
     executor, chosen = problems
     generator = ScriptedGenerator(lambda text, sampling: [ANSWER] if sampling.temperature > 0 else ["no"])
-    cfg = PipelineConfig(kinds=(SOLVE,), num_programs=2, evaluate_baseline=True, stop_at_answer=stop)
+    cfg = pipeline_config(kinds=(SOLVE,), num_programs=2, evaluate_baseline=True, stop_at_answer=stop)
     data = build_round_data(chosen, generator, executor, cfg, round_index=1, baseline=greedy_pass_at_1)
     sampled = [ends for (texts, sampling), ends in zip(generator.calls, generator.ends) if sampling.temperature > 0]
     greedy = [ends for (texts, sampling), ends in zip(generator.calls, generator.ends) if sampling.temperature == 0]

@@ -10,10 +10,11 @@ from pathlib import Path
 import pytest
 
 from tests.helpers.scripted import ScriptedGenerator
+from tests.helpers.pipeline_config import pipeline_config
 from unified.benchmarks.hidden import with_expected_outputs
 from unified.benchmarks.load import load_problems
 from unified.kinds import TASK_KINDS
-from unified.pipeline.phases import PipelineConfig, build_round_data, score_rollouts
+from unified.pipeline.phases import build_round_data, score_rollouts
 from unified.sandbox.executor import ExecutorConfig
 from unified.sandbox.executors import build_executor
 
@@ -77,8 +78,8 @@ def test_a_round_and_its_rewards_never_read_the_hidden_tests(source):
             entry = next((k for k in programs if f"`{k}`" in text), None)
             return [programs[entry]] * sampling.n if entry else ["no idea"] * sampling.n
 
-        cfg = PipelineConfig(kinds=TASK_KINDS, evaluate_baseline=False, num_programs=2, num_proposed_inputs=0,
-                             max_tasks=None, solve_source=source, agreement_min_votes=2)  # fmt: skip
+        cfg = pipeline_config(kinds=TASK_KINDS, evaluate_baseline=False, num_programs=2, num_proposed_inputs=0,
+                              max_tasks=None, solve_source=source, agreement_min_votes=2)  # fmt: skip
         data = build_round_data(sealed, ScriptedGenerator(respond), ex, cfg, round_index=1, seed=0)
         assert {t.kind for t in data.tasks} >= {"solve", "deduction"}
         solve = [t for t in data.tasks if t.kind == "solve"]

@@ -4,13 +4,14 @@ from dataclasses import replace
 
 import pytest
 
+from tests.helpers.pipeline_config import pipeline_config
 from unified.benchmarks.hidden import with_expected_outputs
 from unified.benchmarks.load import load_problems
 from unified.sandbox.executor import ExecutorConfig
 from unified.sandbox.executors import build_executor
 from unified.pipeline.parquet_io import write_round
 from unified.eval.greedy import pass_at_1 as greedy_pass_at_1
-from unified.pipeline.phases import PipelineConfig, build_round_data, score_rollouts
+from unified.pipeline.phases import build_round_data, score_rollouts
 from unified.pipeline.validate import REASONS
 
 
@@ -35,7 +36,7 @@ def test_round_through_the_tiny_vllm_engine(tmp_path):
     engine = _engine()
     from unified.pipeline.generation import SamplingConfig
 
-    cfg = PipelineConfig(max_tasks=None, keep_passing_visible=True, balance_kinds=True, 
+    cfg = pipeline_config(max_tasks=None, keep_passing_visible=True, balance_kinds=True, 
         seed_programs="canonical", num_programs=2, program_max_tokens=48, num_proposed_inputs=2, input_max_tokens=48
     )
     with build_executor(ExecutorConfig(workers=2, timeout_s=2.0)) as executor:

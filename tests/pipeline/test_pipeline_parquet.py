@@ -11,8 +11,9 @@ from unified.benchmarks.load import load_problems
 from unified.sandbox.executor import ExecutorConfig
 from unified.sandbox.executors import build_executor
 from tests.helpers.scripted import ScriptedGenerator
+from tests.helpers.pipeline_config import pipeline_config
 from unified.pipeline.parquet_io import FILES, read_tasks, write_round
-from unified.pipeline.phases import PipelineConfig, RoundData, build_round_data
+from unified.pipeline.phases import RoundData, build_round_data
 from unified.values import from_literal
 
 
@@ -22,7 +23,7 @@ def round_data():
         problems = [replace(p, hidden=p.hidden[:3]) for p in load_problems("mbpp", ids=["Mbpp/2", "Mbpp/63"])]
         problems = with_expected_outputs(problems, ex.run_batch)
         gen = ScriptedGenerator(lambda text, s: ["no code at all"])
-        yield build_round_data(problems, gen, ex, PipelineConfig(max_tasks=None, keep_passing_visible=True, balance_kinds=True, num_proposed_inputs=4, seed_programs="canonical"), round_index=2)
+        yield build_round_data(problems, gen, ex, pipeline_config(max_tasks=None, keep_passing_visible=True, balance_kinds=True, num_proposed_inputs=4, seed_programs="canonical"), round_index=2)
 
 
 def test_round_files_read_back_with_pandas_and_datasets(round_data, tmp_path):
@@ -52,7 +53,7 @@ def test_round_files_read_back_with_pandas_and_datasets(round_data, tmp_path):
     assert list(programs["source"]) == ["canonical", "canonical"] and programs["kept"].all()
     rejections = frames["rejections"]
     assert len(rejections) == len(round_data.rejections)
-    assert (rejections["reason"] == "no_code").sum() == 2 * PipelineConfig().num_programs
+    assert (rejections["reason"] == "no_code").sum() == 2 * pipeline_config().num_programs
 
 
 def test_tasks_come_back_equal(round_data, tmp_path):

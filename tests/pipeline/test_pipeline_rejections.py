@@ -5,7 +5,8 @@ import pytest
 from unified.sandbox.executor import ExecutorConfig
 from unified.sandbox.executors import build_executor
 from tests.helpers.scripted import ScriptedGenerator
-from unified.pipeline.phases import PipelineConfig, build_round_data
+from tests.helpers.pipeline_config import pipeline_config
+from unified.pipeline.phases import build_round_data
 from unified.pipeline.validate import REASONS
 from unified.types import Problem, TestCase
 
@@ -49,7 +50,7 @@ def _respond(text, sampling):
 
 @pytest.fixture(scope="module")
 def data():
-    cfg = PipelineConfig(max_tasks=None, keep_passing_visible=True, 
+    cfg = pipeline_config(max_tasks=None, keep_passing_visible=True, 
         num_programs=len(F_PROGRAMS), num_proposed_inputs=5, evaluate_baseline=False, max_output_chars=1000,
         max_tasks_per_kind_per_problem=2, balance_kinds=True,
     )

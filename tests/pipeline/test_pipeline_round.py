@@ -11,7 +11,9 @@ from unified.benchmarks.load import load_problems
 from unified.sandbox.executor import ExecutorConfig
 from unified.sandbox.executors import build_executor
 from tests.helpers.scripted import ScriptedGenerator
+from tests.helpers.pipeline_config import pipeline_config
 from unified.eval.greedy import pass_at_1 as greedy_pass_at_1
+from unified.pipeline.config import DERIVED, TTRLVR_KINDS
 from unified.pipeline.phases import PipelineConfig, build_round_data, score_rollouts
 from unified.values import to_literal, values_equal
 from unified.kinds import TASK_KINDS
@@ -69,8 +71,8 @@ def _wrong_answer(task, data):
 
 def test_gold_earns_one_and_wrong_earns_zero_over_a_whole_round(executor):
     problems = _problems("mbpp", FIVE, executor)
-    cfg = PipelineConfig(max_tasks=None, keep_passing_visible=True, num_proposed_inputs=4, seed_programs="canonical",
-                         max_tasks_per_kind_per_problem=None, balance_kinds=False, kinds=TASK_KINDS)  # fmt: skip
+    cfg = pipeline_config(max_tasks=None, keep_passing_visible=True, num_proposed_inputs=4, seed_programs="canonical",
+                          max_tasks_per_kind_per_problem=None, balance_kinds=False, kinds=TASK_KINDS)  # fmt: skip
     data = build_round_data(problems, script(), executor, cfg, round_index=1, seed=0)
     kinds = {t.kind for t in data.tasks}
     # keep_passing_visible drops every failing program: nothing to repair (tests/kinds/test_repair.py)
@@ -83,7 +85,7 @@ def test_gold_earns_one_and_wrong_earns_zero_over_a_whole_round(executor):
 
 def test_default_config_round_is_capped_and_balanced(executor):
     problems = _problems("mbpp", FIVE, executor)
-    cfg = PipelineConfig(max_tasks=None, keep_passing_visible=True, balance_kinds=True, num_proposed_inputs=4, seed_programs="canonical")
+    cfg = pipeline_config(max_tasks=None, keep_passing_visible=True, balance_kinds=True, num_proposed_inputs=4, seed_programs="canonical")
     data = build_round_data(problems, script(), executor, cfg, round_index=1, seed=0)
     kept = {k: v for k, v in data.kept_per_kind().items() if k in cfg.kinds}
     assert len(set(kept.values())) == 1 and kept["deduction"] > 0  # balanced
@@ -122,7 +124,7 @@ def test_scripted_programs_and_tuple_inputs_exactly(executor):
             "max_difference": "max_difference([[1, 5], [2, 2]])",
         },
     )
-    cfg = PipelineConfig(max_tasks=None, keep_passing_visible=True, num_proposed_inputs=4, num_programs=4, max_tasks_per_kind_per_problem=None, balance_kinds=False, evaluate_baseline=False)
+    cfg = pipeline_config(max_tasks=None, keep_passing_visible=True, num_proposed_inputs=4, num_programs=4, max_tasks_per_kind_per_problem=None, balance_kinds=False, evaluate_baseline=False)
     data = build_round_data(problems, gen, executor, cfg, round_index=3, seed=0)
 
     assert [p.program_id for p in data.programs] == ["Mbpp/2#p0", "Mbpp/63#p0"]
@@ -155,7 +157,7 @@ def test_humaneval_round_and_pass_at_1(executor):
     # the greedy answer for HumanEval/0 leaves out the prompt's `from typing import List`
     answer = f"```python\ndef has_close_elements(numbers: List[float], threshold: float) -> bool:\n{body}```"
     gen = script(greedy={"has_close_elements": answer, "separate_paren_groups": "```python\ndef separate_paren_groups(s):\n    return []\n```"})
-    cfg = PipelineConfig(max_tasks=None, keep_passing_visible=True, num_proposed_inputs=4, seed_programs="canonical", num_programs=2, max_tasks_per_kind_per_problem=None, balance_kinds=False)
+    cfg = pipeline_config(max_tasks=None, keep_passing_visible=True, num_proposed_inputs=4, seed_programs="canonical", num_programs=2, max_tasks_per_kind_per_problem=None, balance_kinds=False)
     data = build_round_data(problems, gen, executor, cfg, round_index=1, seed=0, baseline=greedy_pass_at_1)
     assert data.pass_at_1 == {"HumanEval/0": 1.0, "HumanEval/1": 0.0}
     greedy_calls = [s for _, s in gen.calls if s.temperature == 0]
@@ -168,7 +170,7 @@ def test_humaneval_round_and_pass_at_1(executor):
 def test_mbpp_pass_at_1_on_hidden_tests(executor):
     problems = _problems("mbpp", ["Mbpp/2", "Mbpp/63"], executor, hidden=20)
     gen = script(greedy={"similar_elements": f"```python\n{SIMILAR}```", "max_difference": "```python\ndef max_difference(t):\n    return 0\n```"})
-    cfg = PipelineConfig(max_tasks=None, keep_passing_visible=True, balance_kinds=True, num_programs=0, num_proposed_inputs=0)
+    cfg = pipeline_config(max_tasks=None, keep_passing_visible=True, balance_kinds=True, num_programs=0, num_proposed_inputs=0)
     data = build_round_data(problems, gen, executor, cfg, round_index=1, baseline=greedy_pass_at_1)
     assert data.pass_at_1 == {"Mbpp/2": 1.0, "Mbpp/63": 0.0}
     assert data.tasks == () and data.programs == ()
@@ -183,7 +185,7 @@ def test_hidden_tests_never_reach_tasks_prompts_or_rewards(executor):
         greedy={"similar_elements": f"```python\n{SIMILAR}```"},
         inputs={"similar_elements": "similar_elements((1, 2), (2, 3))"},
     )
-    cfg = PipelineConfig(max_tasks=None, keep_passing_visible=True, num_proposed_inputs=4, seed_programs="canonical", max_tasks_per_kind_per_problem=None, balance_kinds=False)
+    cfg = pipeline_config(max_tasks=None, keep_passing_visible=True, num_proposed_inputs=4, seed_programs="canonical", max_tasks_per_kind_per_problem=None, balance_kinds=False)
     data = build_round_data([sentinel], gen, executor, cfg, round_index=1, baseline=greedy_pass_at_1)
     assert data.pass_at_1 == {"Mbpp/2": 1.0}  # evaluation did read the hidden case
     assert data.tasks
@@ -204,12 +206,12 @@ def test_pipeline_config_is_the_schema_and_the_file_holds_deltas():
     mapping = yaml.safe_load(CONFIG.read_text())
     assert set(mapping) < {f.name for f in fields(PipelineConfig)}  # only keys of the schema, not all of them
     assert list(compose_config([]).pipeline) == [f.name for f in fields(PipelineConfig)]
-    # the file holds only what follows the model group; everything else is the dataclass default
+    # only the derived keys (None in the class: they follow other groups) differ from the dataclass default
     resolved, defaults = pipeline("model=tiny"), PipelineConfig()
     differing = {f.name for f in fields(PipelineConfig) if getattr(resolved, f.name) != getattr(defaults, f.name)}
-    assert differing == {"seed_programs", "program_max_tokens", "input_max_tokens", "num_programs"}  # K follows rollout.n
+    assert differing == set(DERIVED)
     assert resolved.seed_programs == "canonical"  # the default for the embedded tiny model
-    assert resolved.kinds == PipelineConfig().kinds  # the self-play kinds: it writes no code
+    assert resolved.kinds == TTRLVR_KINDS  # the self-play kinds: it writes no code
     assert pipeline("model=hf").seed_programs == "none" and pipeline("model=hf").kinds[0] == "solve"
     with pytest.raises(UserError, match="unknown config key 'pipeline.num_program'"):
         compose_config(["pipeline.num_program=3"])
@@ -258,7 +260,7 @@ def test_the_budget_samples_each_problem_its_own_count_and_self_play_keeps_the_g
     right = {"Mbpp/3": "```python\ndef is_not_prime(n):\n    return n < 2 or any(n % d == 0 for d in range(2, n))\n```"}
     wrong = {p.entry_point: [f"```python\ndef {p.entry_point}(*a):\n    return {i}\n```" for i in range(6)] for p in problems}
     programs = {**wrong, "is_not_prime": wrong["is_not_prime"][:5] + [right["Mbpp/3"]]}  # only the 6th sample passes
-    cfg = PipelineConfig(kinds=("solve", "deduction"), num_programs=2, num_proposed_inputs=0, evaluate_baseline=False)
+    cfg = pipeline_config(kinds=("solve", "deduction"), num_programs=2, num_proposed_inputs=0, evaluate_baseline=False)
     gen = script(programs=programs)
     data = build_round_data(problems, gen, executor, cfg, round_index=1, seed=0, budget={"Mbpp/2": 2, "Mbpp/3": 6, "Mbpp/4": 6})
     asked = [(len(texts), s.n) for texts, s in gen.calls]

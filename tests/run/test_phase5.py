@@ -9,10 +9,11 @@ from types import SimpleNamespace
 
 import pytest
 
+from tests.helpers.pipeline_config import pipeline_config
 from unified.text.stops import FENCE_END, AnswerEnd
 
 from unified.kinds import BuildOptions
-from unified.pipeline.phases import PipelineConfig, program_sampling
+from unified.pipeline.phases import program_sampling
 from unified.pipeline.tasks import build_tasks
 from unified.run.phase5 import (
     Learner, _reusable, pack_by_signal, phase_1_groups, replay_answers, tasks_per_chunk, train_on_tasks,
@@ -110,7 +111,7 @@ def test_phase_1s_groups_fill_one_chunk_by_signal_and_the_rest_is_generated_afre
     # 1 sample per step, max_staleness 3: 4 steps per generation, a budget of 4 training samples = 2 groups of 2
     algorithm = AlgorithmConfig(micro_batch_size=1, accum_steps=1, update_steps=1, max_staleness=3)
     learner = Learner(SimpleNamespace(version=0), algorithm, engine, pad_token_id=0, update_weights=False)
-    result = train_on_tasks(tasks, learner, executor, PipelineConfig(kinds=("solve",)),
+    result = train_on_tasks(tasks, learner, executor, pipeline_config(kinds=("solve",)),
                             SamplingConfig(n=2, temperature=1.0, max_tokens=16, seed=1), round_index=1, reuse=reuse)
     assert result.reused_groups == 4  # both silent groups and the first two with signal
     assert engine.asked == [[tasks[4].messages]]  # the third group with signal: over the budget, sampled again
@@ -129,7 +130,7 @@ def test_no_reuse_generates_every_task_in_chunks(executor):
     engine = RecordingEngine(names)
     algorithm = AlgorithmConfig(micro_batch_size=1, accum_steps=1, update_steps=1, max_staleness=1)  # 2 steps: 1 task of 2
     learner = Learner(SimpleNamespace(version=5), algorithm, engine, pad_token_id=0, update_weights=False)
-    result = train_on_tasks(tasks, learner, executor, PipelineConfig(kinds=("solve",)),
+    result = train_on_tasks(tasks, learner, executor, pipeline_config(kinds=("solve",)),
                             SamplingConfig(n=2, temperature=1.0, max_tokens=16, seed=1), round_index=1,
                             reuse={t.prompt: [_completion("x", version=0)] * 2 for t in tasks})  # fmt: skip
     assert result.reused_groups == 0  # version 0 is too old at version 5
@@ -139,7 +140,7 @@ def test_no_reuse_generates_every_task_in_chunks(executor):
 
 def test_phase_1s_groups_are_reused_only_when_phase_1_sampled_as_phase_5_does():
     problem = Problem("Toy/0", "toy", "Write inc: add one.", "inc", (TestCase((1,), 2),))
-    pipeline = PipelineConfig(kinds=("solve",), num_programs=2)
+    pipeline = pipeline_config(kinds=("solve",), num_programs=2)
     data = SimpleNamespace(problems=[problem], program_completions={"Toy/0": ["c1", "c2"]})
     same = program_sampling(pipeline, 0)
     assert phase_1_groups(data, pipeline, same) == {program_prompt(problem): ["c1", "c2"]}
@@ -180,7 +181,7 @@ def test_a_found_answer_replays_into_a_later_group_with_its_recorded_logprobs(ex
     found = {"Toy/0": Completion(RIGHT.format("inc_a"), (1, 2), (3, 4, 5), (-2.5, -0.1, -0.2), "stop", 0),
              "Toy/1": Completion(RIGHT.format("inc_b"), (1, 2), (3,), (-3.0,), "stop", 1)}  # fmt: skip
     learner = _RecordingLearner(RecordingEngine(names), AlgorithmConfig(max_staleness=3))
-    result = train_on_tasks(tasks, learner, executor, PipelineConfig(kinds=("solve",)),
+    result = train_on_tasks(tasks, learner, executor, pipeline_config(kinds=("solve",)),
                             SamplingConfig(n=4, temperature=1.0, max_tokens=16, seed=1), round_index=3,
                             reuse=reuse, replay=replay_answers(found, problems))  # fmt: skip
     assert result.replayed_groups == 1 and learner.engine.asked == []  # every group came from phase 1
@@ -202,7 +203,7 @@ def test_without_replay_a_discovery_group_trains_its_max_variance_subset(executo
     tasks, _ = build_tasks([problem], [], [], ("solve",), BuildOptions())
     group = [_completion(WRONG.format("inc_a"), 5)] * 7 + [_completion(RIGHT.format("inc_a"), 5)]
     learner = _RecordingLearner(RecordingEngine(["inc_a"]), AlgorithmConfig(max_staleness=3))
-    result = train_on_tasks(tasks, learner, executor, PipelineConfig(kinds=("solve",)),
+    result = train_on_tasks(tasks, learner, executor, pipeline_config(kinds=("solve",)),
                             SamplingConfig(n=4, temperature=1.0, max_tokens=16, seed=1), round_index=1,
                             reuse={tasks[0].prompt: group})  # fmt: skip
     assert [s.reward for s in learner.samples[0]] == [0.0, 0.0, 0.0, 1.0] and result.replayed_groups == 0

@@ -101,15 +101,15 @@ def test_train_that_fails_at_start_up_restores_the_folder(tmp_path, monkeypatch)
         raise RuntimeError("engine failed to start")
 
     monkeypatch.setattr(loop, "build_components", failing_build)
-    composed, cfg = load_config(["model=tiny", f"output_dir={out}", "trainer.resume=auto", "benchmark.problems=1"])
+    _, cfg = load_config(["model=tiny", f"output_dir={out}", "trainer.resume=auto", "benchmark.problems=1"])
     with pytest.raises(RuntimeError, match="engine failed"):
-        loop.train(cfg, composed)
+        loop.train(cfg)
     assert _snapshot(out) == before
 
     fresh = tmp_path / "fresh"
-    composed, cfg = load_config(["model=tiny", f"output_dir={fresh}", "benchmark.problems=1"])
+    _, cfg = load_config(["model=tiny", f"output_dir={fresh}", "benchmark.problems=1"])
     with pytest.raises(RuntimeError):
-        loop.train(cfg, composed)
+        loop.train(cfg)
     assert not fresh.exists()
 
 
@@ -124,11 +124,11 @@ def test_a_second_process_on_the_same_folder_is_refused(tmp_path, monkeypatch):
     before = _snapshot(out)
     built = []
     monkeypatch.setattr(loop, "build_components", lambda cfg, inputs: built.append(1) or 1 / 0)
-    composed, cfg = load_config(["model=tiny", f"output_dir={out}", "trainer.resume=auto", "benchmark.problems=1"])
+    _, cfg = load_config(["model=tiny", f"output_dir={out}", "trainer.resume=auto", "benchmark.problems=1"])
     with pytest.raises(UserError, match=rf"is in use by another run \(pid {os.getpid()}\).*--output-dir"):
-        loop.train(cfg, composed)
+        loop.train(cfg)
     assert _snapshot(out) == before and not built
     held.release()
     with pytest.raises(ZeroDivisionError):  # the folder is free again: the next run gets past the lock
-        loop.train(cfg, composed)
+        loop.train(cfg)
     assert built == [1] and _snapshot(out) == before

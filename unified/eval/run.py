@@ -17,7 +17,7 @@ import sys
 import time
 from pathlib import Path
 
-from unified.config import CONFIG_DIR, UserError, compose_config
+from unified.config import CONFIG_DIR, UserError, compose_config, typed
 from unified.eval.evaluate import EvalResult, greedy_budget, sample_row, write_results_json
 from unified.files import read_jsonl
 
@@ -45,8 +45,8 @@ def model_budget(model_arg: str | None, model_dir: str) -> tuple[int, str]:
         group = "tiny"
     else:
         group = model_arg if (CONFIG_DIR / "model" / f"{model_arg}.yaml").is_file() else "hf"
-    cfg = compose_config([f"model={group}"])
-    return int(cfg.pipeline.program_max_tokens), f"pipeline.program_max_tokens of model={group}"
+    cfg = typed(compose_config([f"model={group}"]))  # typed: the budget is derived (follows model.max_new_tokens)
+    return cfg.pipeline.program_max_tokens, f"pipeline.program_max_tokens of model={group}"
 
 
 def default_backend() -> str:

@@ -22,28 +22,41 @@ TTRLVR_KINDS = SELF_PLAY  # the self-play kinds of the original design
 INDUCTION_REWARDS = ("all", "fraction")  # "fraction": partial credit, a share of the held-out pairs
 FORMAT_PENALTY_WHEN = ("always", "no_signal")  # when an unreadable answer gets `format_penalty` (see score_rollouts)
 INPUTS = "inputs"  # in `constrain`: phase 2's proposed inputs
+# the fields whose value follows from another group: None in the class, filled by schema.derive
+DERIVED = ("num_programs", "program_temperature", "program_max_tokens", "input_max_tokens", "seed_programs", "kinds", "mix",
+           "constrain")  # fmt: skip
 
 
 @dataclass(frozen=True)
 class PipelineConfig:
-    """The `pipeline` group's schema (unified/schema.py); configs/pipeline/default.yaml holds its values."""
+    """The `pipeline` group's schema (unified/schema.py): its keys and defaults (configs/pipeline/default.yaml sets none)."""
 
-    num_programs: int = 4  # K candidate programs sampled per problem
-    program_temperature: float = 0.8
-    program_max_tokens: int = 256
+    # a key that "follows" another is derived: None here, filled from what it follows by TrainConfig
+    # (schema.derive); a PipelineConfig built by hand gives it (`require_derived` names any left out)
+    # K candidate programs sampled per problem. Follows rollout.n: the group size has ONE source, rollout.n
+    # (phase 1's programs are the solve kind's groups); set this only to sample phase 1 differently
+    num_programs: int | None = None
+    program_temperature: float | None = None  # follows rollout.temperature
+    program_max_tokens: int | None = None  # follows model.max_new_tokens; also the greedy pass@1 sample's budget
     num_proposed_inputs: int = 2  # new inputs asked of the model per problem
     input_temperature: float = 0.8
-    input_max_tokens: int = 192
+    input_max_tokens: int | None = None  # follows model.max_new_tokens
     evaluate_baseline: bool = True  # greedy pass@1 on the hidden tests each round
     keep_passing_visible: bool = False  # drop programs that fail a visible example (else: no induction from them)
     induction_needs_visible: bool = True  # induction only from programs that pass the visible examples
-    seed_programs: str = "none"  # "canonical": add each canonical solution as a program
-    kinds: tuple[str, ...] = TTRLVR_KINDS  # the task kinds a round builds (unified/kinds); `mix` replaces it
-    # "kind:share" of phase 5's tasks, e.g. [solve:0.75,deduction:0.25] (`mix_tasks`); empty: every kept task
-    mix: tuple[str, ...] = ()
+    # "canonical": add each canonical solution as a program. Follows model.path: canonical for the embedded
+    # tiny model (it writes noise), else none
+    seed_programs: str | None = None
+    # the task kinds a round builds (unified/kinds); `mix` replaces it. Follows model.path and rollout.backend:
+    # solve + the self-play kinds for a real model ([solve] on hf), the self-play kinds for the tiny one
+    kinds: tuple[str, ...] | None = None
+    # "kind:share" of phase 5's tasks, e.g. [solve:0.75,deduction:0.25] (`mix_tasks`); empty: every kept task.
+    # Follows model.path and kinds: DEFAULT_MIX's shares of the kinds for a real model, none for the tiny one
+    mix: tuple[str, ...] | None = None
     # where answers are decoded in their kind's shape (a grammar, kinds/shapes.py): kind names, and
-    # "inputs" for phase 2's proposals; "solve" also shapes phase 1's programs (they are its groups)
-    constrain: tuple[str, ...] = (*SELF_PLAY, INPUTS)
+    # "inputs" for phase 2's proposals; "solve" also shapes phase 1's programs (they are its groups).
+    # Follows rollout.backend: the self-play kinds and "inputs", none on hf (it cannot decode in a grammar)
+    constrain: tuple[str, ...] | None = None
     max_tasks_per_kind_per_problem: int | None = 4
     max_tasks: int | None = None  # per round (per rank): a seeded, kind-balanced sample of the kept tasks (None: all)
     balance_kinds: bool = False  # keep as many tasks of each present kind as of the rarest one
@@ -69,16 +82,16 @@ class PipelineConfig:
     discovery_n: int = 0
     replay: bool = False
 
-    def __post_init__(self):
-        object.__setattr__(self, "mix", tuple(str(m) for m in self.mix))
+    def __post_init__(self):  # a derived field still None is skipped: schema.derive fills it and this runs again
+        for key in ("mix", "kinds", "constrain"):
+            if getattr(self, key) is not None:
+                object.__setattr__(self, key, tuple(str(v) for v in getattr(self, key)))
         if self.mix:
             object.__setattr__(self, "kinds", tuple(_shares(self.mix)))
-        object.__setattr__(self, "kinds", tuple(str(k) for k in self.kinds))
-        object.__setattr__(self, "constrain", tuple(str(k) for k in self.constrain))
         problems = []
-        if self.seed_programs not in SEED_PROGRAMS:
+        if self.seed_programs not in (*SEED_PROGRAMS, None):
             problems.append(f"seed_programs must be one of {SEED_PROGRAMS}, got {self.seed_programs!r}")
-        if not self.kinds or set(self.kinds) - set(KINDS):
+        if self.kinds is not None and (not self.kinds or set(self.kinds) - set(KINDS)):
             problems.append(f"kinds must be a non-empty subset of {tuple(KINDS)}, got {list(self.kinds)}")
         if self.induction_reward not in INDUCTION_REWARDS:
             problems.append(f"induction_reward must be one of {INDUCTION_REWARDS}, got {self.induction_reward!r}")
@@ -86,7 +99,7 @@ class PipelineConfig:
             problems.append(f"format_penalty_when must be one of {FORMAT_PENALTY_WHEN}, got {self.format_penalty_when!r}")
         if self.mix and any(v <= 0 for v in _shares(self.mix).values()):
             problems.append(f"mix must give each kind a share > 0 (kind:share), got {list(self.mix)}")
-        if set(self.constrain) - set(KINDS) - {INPUTS}:
+        if set(self.constrain or ()) - set(KINDS) - {INPUTS}:
             problems.append(f"constrain must be a subset of {(*KINDS, INPUTS)}, got {list(self.constrain)}")
         if self.solve_source not in SOLVE_SOURCES:
             problems.append(f"solve_source must be one of {SOLVE_SOURCES}, got {self.solve_source!r}")
@@ -102,10 +115,20 @@ class PipelineConfig:
             problems.append(f"solve_reward must be one of {SOLVE_REWARDS}, got {self.solve_reward!r}")
         if self.discovery_n < 0:
             problems.append(f"discovery_n must be >= 0 (0: no wider budget for unsolved problems), got {self.discovery_n}")
-        if self.num_programs < 0 or self.num_proposed_inputs < 0 or self.induction_shown < 1:
+        if (self.num_programs or 0) < 0 or self.num_proposed_inputs < 0 or self.induction_shown < 1:
             problems.append("num_programs and num_proposed_inputs must be >= 0, induction_shown >= 1")
         if problems:
             raise ValueError("pipeline config: " + "; ".join(problems))
+
+    def require_derived(self) -> PipelineConfig:
+        """This config, once every derived field has a value (a stage calls it as it starts): one
+        line naming any still None, instead of a TypeError deep inside a phase."""
+        missing = [key for key in DERIVED if getattr(self, key) is None]
+        if missing:
+            raise ValueError(f"pipeline.{missing[0]} is None: derived keys ({', '.join(missing)}) follow other groups and "
+                             f"TrainConfig fills them (schema.derive): build the config as a TrainConfig, or give "
+                             f"PipelineConfig({missing[0]}=...)")  # fmt: skip
+        return self
 
     @property
     def shares(self) -> dict[str, float]:

@@ -72,6 +72,7 @@ def build_round_data(
     """`on_phase(name, seconds)`: called as each sub-phase ends. `train_on`: the problem ids phases
     1-4 run on (None: all). `budget`: problem id -> phase 1's samples (discovery.py; None:
     `num_programs` each). `baseline`: see `_baseline`."""
+    cfg = cfg.require_derived()
     round_seed = seed * 100_003 + round_index  # differs per round, reproducible per run
     lap, rejections = _Laps(on_phase), []
     pass_at_1 = _baseline(problems, generator, executor, cfg, round_seed, baseline)
@@ -103,8 +104,7 @@ def build_round_data(
     lap("phase_4")
     return RoundData(round_index=round_index, problems=tuple(problems), pass_at_1=pass_at_1,
                      program_candidates=tuple(candidates), programs=tuple(selfplay), program_completions=completions,
-                     visible_passing=frozenset(_with_examples(passing, problems)),
-                     triples=tuple(triples),
+                     visible_passing=frozenset(_with_examples(passing, problems)), triples=tuple(triples),
                      candidate_tasks=tuple(candidate_tasks), tasks=tuple(tasks), rejections=tuple(rejections),
                      timings=lap.timings)  # fmt: skip
 
@@ -169,6 +169,7 @@ def _with_examples(passing: set[str], problems) -> set[str]:
 
 def program_sampling(cfg: PipelineConfig, round_seed: int) -> SamplingConfig:
     """How phase 1 samples the K programs (phase 5 reuses them for `solve` when it matches)."""
+    cfg = cfg.require_derived()
     return SamplingConfig(n=cfg.num_programs, temperature=cfg.program_temperature, max_tokens=cfg.program_max_tokens,
                           seed=round_seed)  # fmt: skip
 

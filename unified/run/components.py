@@ -62,7 +62,7 @@ class Components:
     executor: Executor
     aggregator: Aggregator
     learner: Learner  # phase 5's update: aggregator, algorithm, colocation, reference policy, ledger
-    config_yaml: str  # the composed config, resolved: what checkpoints keep (config.yaml)
+    config_yaml: str  # the typed config as YAML (config.to_yaml): what checkpoints keep (config.yaml)
     out_dir: Path
     start_round: int  # first round to run (1-based)
     resumed_from: Path | None
@@ -96,7 +96,7 @@ class Inputs:
     resume: Path | None
     policy_path: str  # what the policy loads: the base model under LoRA (plus the checkpoint's adapter)
     adapter_dir: Path | None  # the checkpoint's LoRA adapter when resuming with LoRA
-    config_yaml: str  # the composed config, resolved (config.to_yaml): checkpoints keep it
+    config_yaml: str  # the typed config as YAML (config.to_yaml): checkpoints keep it
 
 
 def check_inputs(cfg: TrainConfig, config_yaml: str) -> Inputs:

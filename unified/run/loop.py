@@ -1,6 +1,6 @@
 """The round loop: build everything once, then N rounds of phases 1-4 and phase 5.
 
-    composed, cfg = load_config(overrides)    the one typed, frozen TrainConfig (schema.py), validated once
+    _, cfg = load_config(overrides)           the one typed, frozen TrainConfig (schema.py), validated once
     run = build_components(cfg)               policy, ONE engine, executor, aggregator
     for round r:
         make_tasks     phases 1-4: programs -> IPO triples -> tasks -> validation   (pipeline)
@@ -21,7 +21,7 @@ from dataclasses import asdict, replace
 from pathlib import Path
 
 import torch
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import OmegaConf
 from tqdm import tqdm
 
 from unified.config import UserError, check_machine, to_yaml
@@ -44,11 +44,11 @@ from unified.types import Rollout
 log = logging.getLogger("unified")
 
 
-def train(cfg: TrainConfig, composed: DictConfig) -> int:
+def train(cfg: TrainConfig) -> int:
     """Run the configured rounds; returns the process exit code. `cfg`: the run's one typed
-    config, validated (`config.load_config`): every stage reads its fields; `composed`: the
-    config it came from, kept as YAML in every checkpoint."""
-    inputs = check_inputs(cfg, to_yaml(composed))  # bad input fails here, before the run folder is touched
+    config, validated (`config.load_config`): every stage reads its fields, and every checkpoint
+    keeps it as YAML (`config.to_yaml`)."""
+    inputs = check_inputs(cfg, to_yaml(cfg))  # bad input fails here, before the run folder is touched
     done = finished(cfg, inputs)
     if done:  # a finished run asked again (a driver rerun after a cut): no engine, no evaluation again
         if _is_main():

@@ -113,7 +113,7 @@ def train_on_tasks(
     weight version is fresh enough (`_reusable`); a group larger than `sampling.n` trains on
     its max-variance subset. `replay`: prompt text -> a passing answer of an earlier round,
     which joins that prompt's reused group when no fresh sample passes."""
-    chunks = _Chunks(learner, executor, pipeline, sampling, round_index, on_chunk, dict(replay or {}))
+    chunks = _Chunks(learner, executor, pipeline.require_derived(), sampling, round_index, on_chunk, dict(replay or {}))
     reusable = _reusable(reuse, learner.aggregator.version, learner.algorithm)
     fresh = [t for t in tasks if t.prompt not in reusable]
     if all_reduce_int(sum(t.prompt in reusable for t in tasks), "max"):  # phase 1's groups: one chunk on every rank

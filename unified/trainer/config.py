@@ -57,7 +57,7 @@ class RolloutConfig:
     n: int = 8
     temperature: float = 0.8  # 1.0 is hot for a 135M model (sampled pass@1 a quarter of greedy)
     top_p: float = 1.0
-    max_tokens: int = 64
+    max_tokens: int | None = None  # per completion; None: follows model.max_new_tokens (schema.derive)
     max_model_len: int = 1024
     kv_cache_gib: float = 1.0
     gpu_memory_utilization: float = 0.4
@@ -80,7 +80,7 @@ class RolloutConfig:
             "n": _must(self.n >= 1, ">= 1", self.n),
             "temperature": _must(self.temperature >= 0, ">= 0", self.temperature),
             "top_p": _must(0 < self.top_p <= 1, "in (0, 1]", self.top_p),
-            "max_tokens": _must(self.max_tokens >= 1, ">= 1", self.max_tokens),
+            "max_tokens": _must(self.max_tokens is None or self.max_tokens >= 1, ">= 1", self.max_tokens),
             "max_model_len": _must(self.max_model_len >= 1, ">= 1", self.max_model_len),
             "kv_cache_gib": _must(self.kv_cache_gib > 0, "> 0", self.kv_cache_gib),
             "gpu_memory_utilization": _must(0 < self.gpu_memory_utilization <= 1, "in (0, 1]", self.gpu_memory_utilization),
@@ -109,6 +109,9 @@ class RolloutConfig:
 
     def sampling(self, seed: int | None = None) -> SamplingConfig:
         """Phase 5's sampling: this config's fields of the same names."""
+        if self.max_tokens is None:
+            raise ValueError("rollout.max_tokens is None: it follows model.max_new_tokens and TrainConfig fills it "
+                             "(schema.derive): build the config as a TrainConfig, or give RolloutConfig(max_tokens=...)")  # fmt: skip
         return SamplingConfig(**{f.name: getattr(self, f.name) for f in fields(SamplingConfig) if f.name != "seed"}, seed=seed)
 
 
