@@ -102,6 +102,7 @@ def table(folder: Path) -> str:
 # HEADLINE_BEGIN and HEADLINE_END, written by `--write README.md`.
 HEADLINE = (("the self-play mix: the default recipe, with groups of 16 (3 seeds)", "test_time_gain_mix.json"),
             ("solve alone (3 seeds)", "test_time_gain_solo.json"),
+            ("discovery: 32 samples where none passed yet, replay (2 seeds, AMD EPYC)", "test_time_gain_discovery.json"),
             ("label-free: solve on agreement labels (3 seeds)", "test_time_gain_labelfree.json"),
             ("transfer: the mix's weights on 100 untrained problems", "transfer_mbpp_mix.json"))  # fmt: skip
 HEADLINE_BEGIN, HEADLINE_END = "<!-- headline -->", "<!-- /headline -->"
