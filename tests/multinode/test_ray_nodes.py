@@ -78,23 +78,21 @@ def test_a_batch_spreads_over_the_nodes_and_counts_calls_per_node(head, referenc
     # a batch of two chunks, which the head alone could run: one runs on each node. Each chunk
     # is held while it runs, so neither Ray worker can take the other chunk too.
     two = [ExecCall(WORK, "f", (0,)), ExecCall(WORK, "f", (1,))]
-    before = ex.stats()
     with ThreadPoolExecutor(1) as background:
         batch = background.submit(ex.run_batch, two)
         held = ray_nodes.hold_chunks([head.head_node, node], lambda held: len(held) == 2, batch.done)
         ray_nodes.release(held)
         assert [_outcome(r) for r in batch.result(timeout=ray_nodes.STARTUP_S)] == reference[:2]  # a hang guard only
-    counts = _delta(ex.stats(), before)
+    counts = ex.stats()
     assert _number(ex, head.head_node) == 0  # the head is node 0
     assert _on_nodes(ex, counts, node) == (1, 1), counts  # not both on the head: SPREAD
     # a batch of many chunks: every result is the local pool's, each call counted on one node
+    # (which node ran how many depends on how fast each node's Ray workers are: not asserted)
     ray_nodes.settled(HEAD_CPUS + NODE_CPUS)
-    before = ex.stats()
+    ex = RayExecutor(CONFIG)  # 6 chunks on 3 slots: fewer Ray workers to start than with workers=1
     assert [_outcome(r) for r in ex.run_batch(CALLS)] == reference
-    counts = _delta(ex.stats(), before)
-    on_head, on_node = _on_nodes(ex, counts, node)
-    assert on_head > 0 and on_node > 0, counts  # both nodes ran chunks
-    assert on_head + on_node == len(CALLS) and counts.get("retried_calls", 0) == 0, counts
+    counts = ex.stats()
+    assert sum(_on_nodes(ex, counts, node)) == len(CALLS) and counts.get("retried_calls", 0) == 0, counts
     head.remove_node(node)
 
 
