@@ -48,6 +48,19 @@ def finish(out_dir: Path, agents: list[subprocess.Popen]) -> str:
     return "".join((out_dir.parent / f"{out_dir.name}.node{n}.out").read_text() for n in (0, 1))
 
 
+def stop(agents: list[subprocess.Popen]) -> None:
+    """End agents still running (a failed test): SIGTERM, which an agent passes on to its
+    trainers, then SIGKILL if it does not end."""
+    for agent in agents:
+        if agent.poll() is None:
+            agent.terminate()
+    for agent in agents:
+        try:
+            agent.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            agent.kill()
+
+
 def trainer_of_rank(agents: list[subprocess.Popen], rank: str) -> psutil.Process:
     for agent in agents:
         for child in psutil.Process(agent.pid).children():
