@@ -97,8 +97,9 @@ def comparison(arms: Mapping[str, dict]) -> dict:
 def joined(parts: Sequence[tuple[str, dict]]) -> dict:
     """One arm from results that share a control: their seeds together, figures recomputed."""
     (first_path, first), rest = parts[0], parts[1:]
+    kinds = {cpu_kind(body) for _, body in parts} - {"unknown"}  # an older result records none
     for path, body in rest:
-        if cpu_kind(body) != cpu_kind(first) or body["per_problem_before"] != first["per_problem_before"]:
+        if len(kinds) > 1 or body["per_problem_before"] != first["per_problem_before"]:
             raise UserError(f"{path} and {first_path} ran against different controls (CPU kind or control outcomes): "
                             "join only seeds of one control")  # fmt: skip
     seeds = [s for _, body in parts for s in body["seeds"]]
@@ -112,7 +113,8 @@ def joined(parts: Sequence[tuple[str, dict]]) -> dict:
     gained = {i for s in seeds for i, v in s["per_problem_after"].items() if v and not first["per_problem_before"].get(i) and i not in noisy}
     return {**first, **stats, "seeds": seeds, "pass_at_1_after": float(np.mean([s["pass_at_1_after"] for s in seeds])),
             "generated_tokens": merged("generated_tokens"), "signal_problems_any_round": merged("signal_problems_any_round"),
-            "distinct_gained": len(gained), "joined_from": [p for p, _ in parts]}  # fmt: skip
+            "distinct_gained": len(gained), "joined_from": [p for p, _ in parts],
+            **({"cpu_kind": kinds.pop()} if len(kinds) == 1 else {})}  # fmt: skip
 
 
 def _load(spec: str) -> tuple[str, dict]:
