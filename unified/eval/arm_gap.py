@@ -51,8 +51,7 @@ def arm_block(result: dict) -> dict:
     seeds = result["seeds"]
     gained = {str(s["seed"]): sum(1 for i, v in s["per_problem_after"].items()
                                   if v and not result["per_problem_before"].get(i)) for s in seeds}  # fmt: skip
-    tokens = result.get("generated_tokens") or {str(s["seed"]): s["metrics_per_round"][-1].get("compute/generation_tokens")
-                                                 for s in seeds if s.get("metrics_per_round")}  # older results: their rounds' metrics
+    tokens = generated_tokens(result)
     per_gain = {s: (tokens[s] / gained[s] if tokens.get(s) and gained[s] else None) for s in gained}
     return {"cpu_kind": cpu_kind(result), "seeds": [s["seed"] for s in seeds], "control_pass_at_1": result["pass_at_1_before"],
             "control_repeats": result.get("control_repeats"), "pass_at_1_after": result["pass_at_1_after"],
@@ -62,6 +61,12 @@ def arm_block(result: dict) -> dict:
             "distinct_gained": result.get("distinct_gained"), "generated_tokens": tokens or None,
             "tokens_per_gained_problem": per_gain if tokens else None,
             "signal_problems_any_round": result.get("signal_problems_any_round")}  # fmt: skip
+
+
+def generated_tokens(result: dict) -> dict:
+    """seed -> generated tokens: the result's own key, else (older results) its rounds' metrics."""
+    return result.get("generated_tokens") or {str(s["seed"]): s["metrics_per_round"][-1].get("compute/generation_tokens")
+                                              for s in result["seeds"] if s.get("metrics_per_round")}  # fmt: skip
 
 
 def gain_difference(a: dict, b: dict) -> dict:
@@ -112,7 +117,8 @@ def joined(parts: Sequence[tuple[str, dict]]) -> dict:
     merged = lambda key: {k: v for _, body in parts for k, v in (body.get(key) or {}).items()} or None  # noqa: E731
     gained = {i for s in seeds for i, v in s["per_problem_after"].items() if v and not first["per_problem_before"].get(i) and i not in noisy}
     return {**first, **stats, "seeds": seeds, "pass_at_1_after": float(np.mean([s["pass_at_1_after"] for s in seeds])),
-            "generated_tokens": merged("generated_tokens"), "signal_problems_any_round": merged("signal_problems_any_round"),
+            "generated_tokens": {k: v for _, body in parts for k, v in generated_tokens(body).items()} or None,
+            "signal_problems_any_round": merged("signal_problems_any_round"),
             "distinct_gained": len(gained), "joined_from": [p for p, _ in parts],
             **({"cpu_kind": kinds.pop()} if len(kinds) == 1 else {})}  # fmt: skip
 
