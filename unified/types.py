@@ -89,6 +89,9 @@ class Sample:
     kind: str = ""  # task kind, for per-type metrics
     constrained: bool = False  # sampled inside an answer shape: behaviour log-probs are recomputed
     replayed: bool = False  # from an earlier round (replay): exempt from max_staleness, its ratio clipped as any
+    # a found passing answer under the supervised term (algorithm.sft_coef): its advantage is the coefficient on every
+    # token, outside any group; its behaviour log-probs are recomputed by the policy (ratio 1), exempt from max_staleness
+    supervised: bool = False
 
 
 # ---------------------------------------------------------------- pipeline (phases 1-4)

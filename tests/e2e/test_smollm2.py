@@ -164,3 +164,28 @@ def test_a_label_free_round_with_self_play_trains_on_agreement(tmp_path):
     assert m["train/steps"] > 0 and m["train/grad_norm"] > 0
     assert m["train/recomputed"] == int(live.sum())  # every shaped sample that trained, and no other
     assert m["agreement/labelled"] >= 1 and 0 <= m["agreement/label_accuracy"] <= 1
+
+
+def test_a_round_with_the_supervised_term_trains_each_found_answer_once(tmp_path):
+    """`algorithm.sft_coef`: every problem with a sampled program passing its visible example
+    (two problems SmolLM2's greedy answer already solves, so a sample passes on any CPU)
+    trains that answer once beside the groups, its log-probs recomputed, and the weights move."""
+    from safetensors.torch import load_file
+
+    from tests.helpers import e2e
+
+    out = tmp_path / "run"
+    cmd = [sys.executable, str(REPO / "train_unified.py"), f"--output-dir={out}", "--rounds", "1", *SMOLLM2_ROUND,
+           "benchmark.problem_ids=[Mbpp/404,Mbpp/227]", "pipeline.kinds=[solve]", "pipeline.mix=[solve:1.0]",
+           "algorithm.sft_coef=1.0"]  # fmt: skip
+    proc = subprocess.run(cmd, cwd=REPO, env=e2e.env(), capture_output=True, text=True, timeout=1500)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
+    (m,) = e2e.metrics_rows(out)
+    assert m["tasks/found_problems"] >= 1, "no sample passed a visible example: nothing for the supervised term"
+    assert m["train/supervised"] == m["tasks/found_problems"]  # one answer per found problem, once
+    assert m["train/recomputed"] >= m["train/supervised"] and m["train/steps"] > 0 and m["train/grad_norm"] > 0
+    rows = e2e.rollouts(out)
+    assert len(rows) == 16 and set(rows["kind"]) == {"solve"}  # the supervised answers are not rollouts
+    start = load_file(str(smollm2.model_dir() / "model.safetensors"))
+    end = e2e.final_weights(out)
+    assert any(not start[k].equal(end[k]) for k in start)

@@ -1,5 +1,6 @@
 """Discovery (pipeline/discovery.py): the budget by signal, max-variance down-sampling, the
-replay of found answers, and the state that travels in the checkpoint."""
+replay of found answers, the supervised term's answers, and the state that travels in the
+checkpoint."""
 
 from __future__ import annotations
 
@@ -7,7 +8,9 @@ import statistics
 
 import pytest
 
-from unified.pipeline.discovery import downsample, first_passing, samples_per_problem, update_found, with_replay
+from unified.pipeline.discovery import (
+    downsample, first_passing, found_answers, samples_per_problem, update_found, with_replay,
+)  # fmt: skip
 from unified.types import Completion
 
 
@@ -67,3 +70,14 @@ def test_found_keeps_the_newest_passing_completion_of_each_problem():
     assert old == {"A": _c("old A"), "B": _c("old B")}  # pure: the input is not changed
     assert first_passing(completions["B"], passing, "B") is None
     assert first_passing(completions["A"], {"A#p10"}, "A") is None  # p10 is not p1
+
+
+def test_the_supervised_term_takes_this_rounds_pass_else_an_earlier_one():
+    """What `run/loop.py` hands phase 5 under `algorithm.sft_coef`: `found` updated with this
+    round's phase 1 (before the round's own update of the state), in the round's problem order."""
+    earlier = {"A": _c("a-old", 0), "B": _c("b-old", 0), "Z": _c("z-old", 0)}
+    this_round = {"A": [_c("a0", 3), _c("a1", 3)], "B": [_c("b0", 3)], "C": [_c("c0", 3), _c("c1", 3)]}
+    found = update_found(earlier, this_round, ["A#p1", "C#p0"])
+    answers = found_answers(found, ["C", "B", "A", "D"])  # Z: found, not a problem this round; D: never found
+    assert [c.text for c in answers] == ["c0", "b-old", "a1"]
+    assert found_answers({}, ["A"]) == [] and earlier["A"].text == "a-old"  # pure: the state is not touched

@@ -207,3 +207,29 @@ def test_without_replay_a_discovery_group_trains_its_max_variance_subset(executo
                             SamplingConfig(n=4, temperature=1.0, max_tokens=16, seed=1), round_index=1,
                             reuse={tasks[0].prompt: group})  # fmt: skip
     assert [s.reward for s in learner.samples[0]] == [0.0, 0.0, 0.0, 1.0] and result.replayed_groups == 0
+
+
+@pytest.mark.parametrize("reused", [True, False])
+def test_found_answers_train_once_in_the_first_chunk_and_are_not_rollout_rows(executor, reused):
+    """The supervised term's answers (`supervised`) join the round's first chunk that trains,
+    whether phase 1's groups are reused or every task is generated afresh, once, flagged
+    `supervised`, each alone in its group; rollouts.parquet keeps only what was sampled."""
+    names = ["inc_a", "inc_b", "inc_c"]
+    problems = [Problem(f"Toy/{i}", "toy", f"Write {n}: add one.", n, (TestCase((1,), 2),)) for i, n in enumerate(names)]
+    tasks, _ = build_tasks(problems, [], [], ("solve",), BuildOptions())
+    found = [Completion(RIGHT.format("inc_a"), (1, 2), (3, 4, 5), (-2.5, -0.1, -0.2), "stop", 0),
+             Completion(RIGHT.format("inc_c"), (1, 9), (3,), (-3.0,), "stop", 4)]  # fmt: skip
+    learner = _RecordingLearner(RecordingEngine(names), AlgorithmConfig(micro_batch_size=1, accum_steps=1, update_steps=1,
+                                                                        max_staleness=1, sft_coef=1.0))  # fmt: skip
+    reuse = {t.prompt: [_completion(WRONG.format(n), 5), _completion(RIGHT.format(n), 5)] for t, n in zip(tasks, names)}
+    result = train_on_tasks(tasks, learner, executor, pipeline_config(kinds=("solve",)),
+                            SamplingConfig(n=2, temperature=1.0, max_tokens=16, seed=1), round_index=2,
+                            reuse=reuse if reused else None, supervised=found)  # fmt: skip
+    assert len(learner.samples) >= 2  # more than one chunk trained: only the first takes the answers
+    first, rest = learner.samples[0], [s for chunk in learner.samples[1:] for s in chunk]
+    mine = [s for s in first if s.supervised]
+    assert [(s.token_ids, s.logprobs, s.version, s.reward) for s in mine] == [
+        ((3, 4, 5), (-2.5, -0.1, -0.2), 0, 1.0), ((3,), (-3.0,), 4, 1.0)]
+    assert len({s.group for s in mine}) == 2 and not {s.group for s in mine} & {s.group for s in first if not s.supervised}
+    assert not any(s.supervised for s in rest)
+    assert len(result.rollouts) == 6 and all(r.reward in (0.0, 1.0) for r in result.rollouts)

@@ -18,6 +18,11 @@ has not happened yet, and a found answer is not lost again:
   ratio against its recorded log-probs), as ExGRPO and rollout-replay work do for sparse
   rewards.
 
+- **Transfer** (`found_answers`, trained under `algorithm.sft_coef`): every found answer (this
+  round's newest pass of a problem, else an earlier round's) trains beside the groups with a
+  fixed positive advantage, a supervised term (rejection-sampling fine-tuning / expert
+  iteration), so the greedy answer follows what sampling found.
+
 Everything here is pure: the same inputs give the same budget and the same choices on any
 machine, and the state (`found`) travels in the checkpoint.
 """
@@ -78,3 +83,9 @@ def update_found(found: Mapping[str, Completion], completions: Mapping[str, Sequ
         if hit is not None:
             out[pid] = hit
     return out
+
+
+def found_answers(found: Mapping[str, Completion], problem_ids: Sequence[str]) -> list[Completion]:
+    """The supervised term's answers: each problem's found completion (`found`), in the order of
+    `problem_ids` (the round's problems on this rank; a found problem not among them is left out)."""
+    return [found[pid] for pid in problem_ids if pid in found]

@@ -188,12 +188,22 @@ def update_policy(run: Components, r: int, data) -> tuple[Phase5Result, list[Rol
         with _bar(f"round {r} phase 5", None, run) as bar, phase_engine(run) as engine:
             replay = replay_answers(run.found, data.problems) if run.cfg.pipeline.replay else None
             result = train_on_tasks(tasks, run.learner.on(engine), run.executor, run.cfg.pipeline, sampling, round_index=r,
-                                    on_chunk=bar.update, reuse=phase_1_groups(data, run.cfg.pipeline, sampling), replay=replay)  # fmt: skip
+                                    on_chunk=bar.update, reuse=phase_1_groups(data, run.cfg.pipeline, sampling), replay=replay,
+                                    supervised=supervised_answers(run, data))  # fmt: skip
     rows = [row for part in all_gather(list(result.rollouts)) for row in part]
     if run.dist.is_main:
         write_rows(run.out_dir / f"round_{r}", "rollouts", [asdict(row) for row in rows])
     log.info("round %d: phase 5 on %d rollouts, %d optimizer step(s)", r, len(rows), result.train.steps)
     return result, rows
+
+
+def supervised_answers(run: Components, data) -> list:
+    """The supervised term's answers this round (`algorithm.sft_coef` > 0): each of this rank's
+    problems' newest passing completion, this round's phase 1 first, else an earlier round's."""
+    if not run.cfg.algorithm.sft_coef:
+        return []
+    found = discovery.update_found(run.found, data.program_completions, data.visible_passing)
+    return discovery.found_answers(found, [p.problem_id for p in data.problems])
 
 
 def _groups(tasks, rollouts) -> list[tuple[str, list[float]]]:

@@ -147,7 +147,7 @@ def train_metrics(parts: Sequence[UpdateStats]) -> dict:
     first = parts[0]  # the global grad norm and the step count are the same on every rank
     out.update({"train/grad_norm": first.grad_norm, "train/steps": first.steps, "train/skipped_nonfinite": first.skipped_nonfinite})
     for key in ("samples", "used", "dropped_stale", "dropped_empty", "tokens", "groups", "groups_used",
-                "zero_variance_groups", "dropped_zero_variance", "recomputed"):  # fmt: skip
+                "zero_variance_groups", "dropped_zero_variance", "recomputed", "supervised"):  # fmt: skip
         out[f"train/{key}"] = sum(getattr(p, key) for p in parts)
     return out
 

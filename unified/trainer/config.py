@@ -129,6 +129,10 @@ class AlgorithmConfig:
     clip_ratio_c: float = 3.0  # dual-clip lower bound for negative advantages
     loss_agg_mode: str = "token-mean"
     entropy_coeff: float = 0.0
+    # the supervised term on found answers (rejection-sampling fine-tuning / expert iteration): each problem's newest
+    # answer that passed its visible example (this round's or an earlier one's) trains beside the groups with this
+    # fixed advantage on every token, under the same clip (trainer/update.py `trainable`); 0: off
+    sft_coef: float = 0.0
     zero_variance: str = "drop"  # drop | keep: a group whose answers all got one reward (no gradient under GRPO)
     use_kl_loss: bool = False
     kl_loss_coef: float = 0.001
@@ -156,7 +160,7 @@ class AlgorithmConfig:
         if self.zero_variance not in ZERO_VARIANCE:
             raise ValueError(f"algorithm.zero_variance must be one of {ZERO_VARIANCE}, got {self.zero_variance!r}")
         _refuse("algorithm", {key: _must(getattr(self, key) >= 0, ">= 0", getattr(self, key))
-                              for key in ("lr", "weight_decay", "grad_clip", "kl_loss_coef", "max_staleness", "keep_last_versions")})  # fmt: skip
+                              for key in ("lr", "weight_decay", "grad_clip", "kl_loss_coef", "sft_coef", "max_staleness", "keep_last_versions")})  # fmt: skip
         if self.mini_batch_size not in (None, self.samples_per_step):
             raise ValueError(
                 f"algorithm.mini_batch_size={self.mini_batch_size} but micro_batch_size x accum_steps x "

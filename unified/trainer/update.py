@@ -86,28 +86,52 @@ def train_on_samples(
 
 def within_staleness(chunk: list, aggregator: Aggregator) -> list:
     """The (sample, advantage) pairs of one step that are fresh enough to train, in order: a
-    replayed answer (`Sample.replayed`, from an earlier round) is exempt from `max_staleness`;
-    the PPO clip against its recorded log-probs bounds its update instead."""
-    kept = {id(pair) for pair in aggregator.filter_stale([p for p in chunk if not p[0].replayed], version_of=lambda p: p[0].version)}
-    return [pair for pair in chunk if pair[0].replayed or id(pair) in kept]
+    replayed answer (`Sample.replayed`, from an earlier round) is exempt from `max_staleness`,
+    the PPO clip against its recorded log-probs bounds its update instead; so is a supervised
+    one (`Sample.supervised`), whose log-probs the policy recomputed this call."""
+    exempt = lambda pair: pair[0].replayed or pair[0].supervised  # noqa: E731
+    kept = {id(pair) for pair in aggregator.filter_stale([p for p in chunk if not exempt(p)], version_of=lambda p: p[0].version)}
+    return [pair for pair in chunk if exempt(pair) or id(pair) in kept]
 
 
 def trainable(samples: Sequence[Sample], cfg: AlgorithmConfig) -> tuple[list[tuple[Sample, torch.Tensor]], dict]:
     """(sample, advantage) pairs of the samples that train, and what was left out: empty
-    completions, and under `zero_variance=drop` the groups without signal."""
+    completions, and under `zero_variance=drop` the groups without signal. A supervised
+    sample (`Sample.supervised`, a found passing answer) is in no group: its advantage is
+    `cfg.sft_coef` on every token (at ratio 1 the clipped loss's gradient is the
+    coefficient times the answer's log-likelihood gradient: a supervised term), and the
+    supervised samples are spread evenly through the others so every optimizer step takes
+    its share (`spread`); with `sft_coef` 0 they are left out."""
     kept = [s for s in samples if s.token_ids]
+    supervised = [s for s in kept if s.supervised] if cfg.sft_coef > 0 else []
+    kept = [s for s in kept if not s.supervised]
     signal = group_signal(kept)
     if cfg.zero_variance == "drop":  # no gradient under a group baseline: no forward for them
         kept = [s for s in kept if signal[s.group]]
     advantages = list(compute_advantages([s.reward for s in kept], response_mask_of(kept), [s.group for s in kept], cfg)) if kept else []
+    fixed = [(s, torch.full((len(s.token_ids),), float(cfg.sft_coef))) for s in supervised]
     counts = dict(
         dropped_empty=sum(not s.token_ids for s in samples),
         groups=len(signal),
         groups_used=sum(signal.values()),
         zero_variance_groups=len(signal) - sum(signal.values()),
-        dropped_zero_variance=sum(not signal[s.group] for s in samples if s.token_ids) if cfg.zero_variance == "drop" else 0,
+        dropped_zero_variance=sum(not signal[s.group] for s in samples if s.token_ids and not s.supervised)
+        if cfg.zero_variance == "drop" else 0,
+        supervised=len(fixed),
     )
-    return list(zip(kept, advantages)), counts
+    return spread(list(zip(kept, advantages)), fixed), counts
+
+
+def spread(main: list, extra: list) -> list:
+    """`main` with `extra` spread evenly through it, both in their order: `extra[j]` follows
+    the first `(j + 1) * len(main) // (len(extra) + 1)` items of `main` (none: `extra` alone)."""
+    out, taken = [], 0
+    for j, item in enumerate(extra):
+        upto = (j + 1) * len(main) // (len(extra) + 1)
+        out += main[taken:upto]
+        taken = upto
+        out.append(item)
+    return out + main[taken:]
 
 
 def recompute_constrained(pairs: list, policy: Policy, cfg: AlgorithmConfig, temperature: float, pad_token_id: int,
@@ -118,9 +142,11 @@ def recompute_constrained(pairs: list, policy: Policy, cfg: AlgorithmConfig, tem
     PPO ratio would start below 1 on every forced token. Recomputed at the version that
     sampled them (phase 5 generates each chunk at the current version, and phase 1's reused
     groups are sampled before any step of the round), the ratio is 1 at the first step, as
-    verl's recomputed `old_log_prob` makes it. Returns the pairs and how many were recomputed.
+    verl's recomputed `old_log_prob` makes it. A supervised answer (`Sample.supervised`, found in
+    this or an earlier round) is recomputed too: its ratio starts at 1 whatever version sampled
+    it. Returns the pairs and how many were recomputed.
     `prefix`: where each answer's frozen blocks' output is kept for its training step."""
-    todo = [i for i, (s, _) in enumerate(pairs) if s.constrained]
+    todo = [i for i, (s, _) in enumerate(pairs) if s.constrained or s.supervised]
     if not all_reduce_int(len(todo), "max"):
         return pairs, 0
     out = list(pairs)

@@ -36,6 +36,7 @@ class UpdateStats:
     zero_variance_groups: int = 0  # groups whose answers all got one reward
     dropped_zero_variance: int = 0  # samples of those groups left out (algorithm.zero_variance=drop)
     recomputed: int = 0  # samples decoded in an answer shape whose behaviour log-probs the policy recomputed
+    supervised: int = 0  # found answers trained by the supervised term (algorithm.sft_coef)
     push_s: float = 0.0  # seconds spent pushing weights into the engine
     grad_norm: float = float("nan")  # mean global grad norm (before clipping) of the steps
     versions: tuple[int, ...] = ()  # the weight version after each step
@@ -44,7 +45,7 @@ class UpdateStats:
 
 
 COUNTS = ("steps", "skipped_nonfinite", "micro_batches", "tokens", "samples", "used", "dropped_empty", "dropped_stale",
-          "groups", "groups_used", "zero_variance_groups", "dropped_zero_variance", "recomputed", "push_s")  # fmt: skip
+          "groups", "groups_used", "zero_variance_groups", "dropped_zero_variance", "recomputed", "supervised", "push_s")  # fmt: skip
 
 
 def merge_chunks(parts: Sequence[UpdateStats]) -> UpdateStats:

@@ -302,7 +302,8 @@ def _per_round(run: Path) -> list[dict]:
     keep = ("round", "reward/mean", "reward/solve", "train/groups", "train/groups_used", "train/steps", "train/grad_norm",
             "losses/total", "reward/parse_failure_rate", "time/round", "train/recomputed", "compute/generation_tokens",
             "compute/update_tokens", "tasks/found_problems", "tasks/found_total", "tasks/samples_phase_1",
-            "train/replayed_groups", "selective/signal", "eval/pass@1", "time/phase_1_4", "time/phase_5")  # fmt: skip
+            "train/replayed_groups", "train/supervised", "selective/signal", "eval/pass@1", "time/phase_1_4",
+            "time/phase_5")  # fmt: skip
     prefixes = ("agreement/", "reward/parse_failure_rate_", "tasks/signal_", "tasks/groups_", "reward/")  # per kind, and the labels' quality
     return [{k: v for k, v in row.items() if k in keep or k.startswith(prefixes)} for row in read_jsonl(run / "metrics.jsonl")]
 

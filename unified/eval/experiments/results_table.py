@@ -44,7 +44,9 @@ def _recipe(body: dict) -> str:
     source = pipeline.get("solve_source") or "visible"
     discovery = f", discovery {pipeline['discovery_n']}" if pipeline.get("discovery_n") else ""
     replay = " + replay" if pipeline.get("replay") else ""
-    return kinds + ("" if source == "visible" else f", {source} labels") + discovery + replay
+    algorithm = (settings.get("train_config") or {}).get("algorithm") or {}
+    supervised = f" + supervised term {algorithm['sft_coef']:g}" if algorithm.get("sft_coef") else ""
+    return kinds + ("" if source == "visible" else f", {source} labels") + discovery + replay + supervised
 
 
 def _cells(record: Record, stated: dict) -> str:
