@@ -1,7 +1,7 @@
 """Trained weights, small enough to commit: the bf16 bit-delta of the changed tensors over a base.
 
-    write_compact(trained_dir, "smollm2", resolve_model_path("smollm2"), "docs/results/weights/mbpp-seed0")
-    resolve_model_path("docs/results/weights/mbpp-seed0")   # a full HF folder, built once and cached
+    write_compact(trained_dir, "smollm2", resolve_model_path("smollm2"), "docs/results/weights/mbpp-mix-seed0")
+    resolve_model_path("docs/results/weights/mbpp-mix-seed0")   # a full HF folder, built once and cached
 
 The engine serves bfloat16 on this project's CPUs (and GPUs), so what a run measured is the
 bf16 rounding of its float32 weights. For each tensor training changed, the compact form
