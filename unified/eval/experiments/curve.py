@@ -2,7 +2,7 @@
 (greedy pass@1, and `--n` samples for sampled pass@1 and pass@n), against rounds and
 against the compute the run spent to get there.
 
-    python -m unified.eval.experiments.curve RUN_DIR --problems-from docs/results/test_time_gain.json
+    python -m unified.eval.experiments.curve RUN_DIR --problems-from docs/results/test_time_gain_curve_2026-11-27.json
         [--n 16] [--sampled-every K] [--jobs 2] [--before DIR] [--output logs/bench/curve.json] [--png logs/bench/curve.png]
 
 RUN_DIR is a `train_unified.py` output folder that kept every round's checkpoint

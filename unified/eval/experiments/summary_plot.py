@@ -1,7 +1,7 @@
 """The front page's picture, from the headline result's JSON: nothing typed.
 
     python -m unified.eval.experiments.summary_plot [--result docs/results/test_time_gain_mix.json]
-        [--curve docs/results/test_time_gain.json] [--output docs/summary.png]
+        [--curve docs/results/test_time_gain_curve_2026-11-27.json] [--output docs/summary.png]
 
 Left: greedy pass@1 per seed, the untrained control against the trained weights, each seed's
 flips (gained / lost) and McNemar p, computed from the result's record. Right: the curve of
@@ -86,7 +86,7 @@ def _curve_panel(ax, points: list[dict], name: str) -> None:
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--result", type=Path, default=RESULTS / "test_time_gain_mix.json", help="the headline result (per seed)")
-    p.add_argument("--curve", type=Path, default=RESULTS / "test_time_gain.json", help="a result with a `curve` of rounds")
+    p.add_argument("--curve", type=Path, default=RESULTS / "test_time_gain_curve_2026-11-27.json", help="a result with a `curve` of rounds")
     p.add_argument("--output", type=Path, default=REPO / "docs" / "summary.png")
     args = p.parse_args()
     print(f"wrote {plot(args.result, args.curve, args.output)}")
