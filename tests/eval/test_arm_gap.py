@@ -5,7 +5,7 @@ import json
 
 import pytest
 
-from unified.eval.arm_gap import arm_block, compare, main
+from unified.eval.arm_gap import arm_block, compare, main, to_goal
 from unified.errors import UserError
 
 IDS = [f"p{i}" for i in range(10)]
@@ -78,3 +78,19 @@ def test_seeds_of_one_control_from_two_runs_join_into_one_arm_and_other_controls
         main([f"n8={tmp_path / 's0.json'}+{tmp_path / 'amx.json'}", f"b={b}", "--output", str(out)])
     with pytest.raises(UserError, match="seed 0 appears in two"):
         main([f"n8={tmp_path / 's0.json'}+{tmp_path / 's0.json'}", f"b={b}", "--output", str(out)])
+
+
+def test_time_to_goal_sums_the_rounds_before_the_first_evaluation_at_control_plus_a_tenth():
+    rounds = [{"eval/pass@1": 0.08, "time/round": 600.0}, {"eval/pass@1": 0.14, "time/round": 540.0},
+              {"eval/pass@1": 0.18, "time/round": 480.0}]  # fmt: skip
+    # round 3's own evaluation (after 2 trained rounds) is the first at 0.08 + 0.10
+    assert to_goal({"metrics_per_round": rounds, "pass_at_1_after": 0.17}, 0.08) == {"after_rounds": 2, "pass_at_1": 0.18, "minutes": 19.0}
+    # only the evaluation after the last round reaches it: every round counts
+    late = [dict(r, **{"eval/pass@1": 0.1}) for r in rounds]
+    assert to_goal({"metrics_per_round": late, "pass_at_1_after": 0.19}, 0.08)["after_rounds"] == 3
+    assert to_goal({"metrics_per_round": late, "pass_at_1_after": 0.17}, 0.08) is None  # never
+    assert to_goal({"metrics_per_round": late, "pass_at_1_after": 0.19}, 0.08, margin=0.2) is None
+    assert to_goal({"per_problem_after": {}}, 0.08) is None  # an older result without its rounds
+    # round 1's own evaluation is the untrained model: a lucky 0.18 there is not a gain
+    lucky = [dict(rounds[0], **{"eval/pass@1": 0.18}), *rounds[1:]]
+    assert to_goal({"metrics_per_round": lucky, "pass_at_1_after": 0.0}, 0.08)["after_rounds"] == 2
