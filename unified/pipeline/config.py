@@ -79,8 +79,8 @@ class PipelineConfig:
     # passed the visible example of yet (0: `num_programs` for every problem); groups larger than the group
     # size train on its max-variance subset; `replay` offers each problem's newest passing answer to its
     # later groups where no fresh sample passes (off-policy, under the PPO clip)
-    discovery_n: int = 0
-    replay: bool = False
+    discovery_n: int = 32
+    replay: bool = True
 
     def __post_init__(self):  # a derived field still None is skipped: schema.derive fills it and this runs again
         for key in ("mix", "kinds", "constrain"):
