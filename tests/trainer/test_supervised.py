@@ -59,7 +59,7 @@ def test_a_supervised_answer_takes_the_coefficient_outside_every_group():
     assert by_sample[id(live[0])][0] > 0 > by_sample[id(live[1])][0]  # the group's own GRPO advantages
     # alone (no group with signal) it still trains; under sft_coef 0 it is left out
     assert [s for s, _ in trainable([*dead, found], cfg)[0]] == [found]
-    pairs, counts = trainable([*live, found], AlgorithmConfig())
+    pairs, counts = trainable([*live, found], AlgorithmConfig(sft_coef=0.0))
     assert counts["supervised"] == 0 and all(not s.supervised for s, _ in pairs)
 
 

@@ -131,7 +131,8 @@ class AlgorithmConfig:
     entropy_coeff: float = 0.0
     # the supervised term on found answers (rejection-sampling fine-tuning / expert iteration): each problem's newest
     # answer that passed its visible example (this round's or an earlier one's) trains beside the groups with this
-    # fixed advantage on every token, under the same clip (trainer/update.py `trainable`); 0: off
+    # fixed advantage on every token, under the same clip (trainer/update.py `trainable`); 0: off. 1.0 (chosen
+    # before any run, not tuned) is part of the default since 2026-11-28 (docs/discovery.md)
     sft_coef: float = 1.0
     zero_variance: str = "drop"  # drop | keep: a group whose answers all got one reward (no gradient under GRPO)
     use_kl_loss: bool = False
