@@ -80,7 +80,7 @@ class PipelineConfig:
     # size train on its max-variance subset; `replay` offers each problem's newest passing answer to its
     # later groups where no fresh sample passes (off-policy, under the PPO clip). The default since 2026-11-28
     # (with algorithm.sft_coef=1.0): on the 100 report problems it beat groups of 8 alone, paired, at 3 seeds
-    # (docs/discovery.md); discovery_n=0 replay=false sft_coef=0 is the earlier default at ~0.37x the tokens
+    # (docs/discovery.md); discovery_n=0 replay=false sft_coef=0 is the earlier default at ~0.35x the tokens
     discovery_n: int = 32
     replay: bool = True
 

@@ -102,10 +102,10 @@ def table(folder: Path) -> str:
 
 # The front page's headline rows: (what it is, its JSON). README.md shows them between
 # HEADLINE_BEGIN and HEADLINE_END, written by `--write README.md`.
-HEADLINE = (("the default: the self-play mix, groups of 8 (3 seeds, AMD EPYC)", "test_time_gain.json"),
+HEADLINE = (("the default: the self-play mix, groups of 8, 32 samples where none passed yet, replay, the supervised term (3 seeds, AMD EPYC)", "test_time_gain.json"),
+            ("the self-play mix, groups of 8 alone: the default until 2026-11-28 (3 seeds, AMD EPYC)", "test_time_gain_n8_2026-11-28.json"),
             ("the self-play mix with groups of 16 (3 seeds, AMX Xeon)", "test_time_gain_mix.json"),
             ("solve alone (3 seeds)", "test_time_gain_solo.json"),
-            ("discovery: 32 samples where none passed yet, replay (2 seeds, AMD EPYC)", "test_time_gain_discovery.json"),
             ("label-free: solve on agreement labels (3 seeds)", "test_time_gain_labelfree.json"),
             ("transfer: the mix's weights on 100 untrained problems", "transfer_mbpp_mix.json"))  # fmt: skip
 HEADLINE_BEGIN, HEADLINE_END = "<!-- headline -->", "<!-- /headline -->"
