@@ -97,3 +97,17 @@ def test_a_transfer_row_is_per_seed_and_recomputed():
     assert cells[4] == "0.250" and cells[5] == "0.750, 0.250" and cells[6] == "+2 / -0, +1 / -1"
     with pytest.raises(rt.Inconsistent, match="transfer_x.json"):
         rt.transfer_row("transfer_x.json", _transfer([0, 0, 0, 1], [[1, 1, 0, 1]], flips_gained=3))
+
+
+def test_a_filtered_row_is_recomputed_from_the_select_visible_outcomes():
+    ids = [f"P/{k}" for k in range(10)]
+    before = dict(zip(ids, [1.0, 1.0] + [0.0] * 8))
+    after = dict(zip(ids, [1.0, 0.0] + [1.0] * 7 + [0.0]))  # +7 / -1
+    body = {"benchmark": "mbpp", "rounds": 3, "select_visible": {"n": 8, "seed": 0, "per_problem_control": before,
+                                                                 "per_problem_after": after, "flips_gained": 7, "flips_lost": 1}}  # fmt: skip
+    cells = [c.strip() for c in rt.select_row("r.json", body).strip("|").split("|")]
+    assert cells[0] == "`r.json` (filtered by the visible examples, n=8, seed 0)"
+    assert cells[4:8] == ["0.200", "0.800", "+7 / -1", "0.07"]  # exact McNemar: 2 * P(X <= 1 | 8, 1/2) = 0.0703
+    with pytest.raises(rt.Inconsistent, match="r.json"):
+        rt.select_row("r.json", {**body, "select_visible": {**body["select_visible"], "flips_gained": 6}})
+    assert rt.select_row("r.json", {"rounds": 3}) is None  # no filtered evaluation: no row

@@ -23,6 +23,7 @@ import sys
 from pathlib import Path
 
 from unified.eval.experiments.record import REPO, Record
+from unified.eval.gain_stats import mcnemar_exact_p
 
 BEGIN, END = "<!-- results-table -->", "<!-- /results-table -->"
 HEADER = ("| result | problems | recipe | rounds | control | after, per seed | flips, per seed | "
@@ -85,6 +86,25 @@ def transfer_row(name: str, body: dict) -> str | None:
             f"{len(record.aligned()[0])} others | as trained | - | {_cells(record, body['transfer'])} |")  # fmt: skip
 
 
+def select_row(name: str, body: dict) -> str | None:
+    """A gain result's `select_visible` block (`--select visible`: per problem the first of n
+    samples passing the visible examples, else the greedy answer) as a row: the control and seed
+    0's weights filtered alike, flips and McNemar p recomputed from its per-problem outcomes."""
+    block = body.get("select_visible") or {}
+    before, after = block.get("per_problem_control") or {}, block.get("per_problem_after") or {}
+    if not before or set(before) != set(after):
+        return None
+    gained = sum(1 for i in before if after[i] and not before[i])
+    lost = sum(1 for i in before if before[i] and not after[i])
+    if (block.get("flips_gained"), block.get("flips_lost")) != (gained, lost):
+        raise Inconsistent(f"{name}: select_visible states +{block.get('flips_gained')}/-{block.get('flips_lost')}, "
+                           f"per problem +{gained}/-{lost}")  # fmt: skip
+    rate = lambda d: sum(1 for v in d.values() if v) / len(d)  # noqa: E731
+    return (f"| `{name}` (filtered by the visible examples, n={block.get('n')}, seed {block.get('seed', 0)}) | "
+            f"{body.get('benchmark', 'mbpp')} {len(before)} | as trained | {body.get('rounds')} | {rate(before):.3f} | "
+            f"{rate(after):.3f} | +{gained} / -{lost} | {_p(mcnemar_exact_p(gained, lost))} | - |")  # fmt: skip
+
+
 def _p(p: float) -> str:
     return f"{p:.2g}" if p < 0.01 else f"{p:.3f}".rstrip("0").rstrip(".")
 
@@ -93,6 +113,9 @@ def table(folder: Path) -> str:
     rows = []
     for path in sorted(folder.glob("test_time_gain*.json")):
         if row := gain_row(path.name, json.loads(path.read_text())):
+            rows.append(row)
+    for path in sorted(folder.glob("test_time_gain*.json")):
+        if row := select_row(path.name, json.loads(path.read_text())):
             rows.append(row)
     for path in sorted(folder.glob("transfer*.json")):
         if row := transfer_row(path.name, json.loads(path.read_text())):
