@@ -47,7 +47,7 @@ from pathlib import Path
 from unified.benchmarks.splits import SPLIT_SEED, split_ids
 from unified.cli import exit_code
 from unified.eval.experiments.record import REPO, Record, repo_relative, settings, write_json
-from unified.eval.experiments.planned import baseline_samples, planned
+from unified.eval.planned import baseline_samples, planned
 from unified.eval.failures import flip_classes, gain_split
 from unified.eval.gain_stats import noisy_problems, summary
 from unified.files import latest_checkpoint, read_jsonl
@@ -138,6 +138,17 @@ def run_select(args, ids, base: Path, env: dict) -> int:
             if _run(cmd, out.with_suffix(".log"), env).wait() != 0:
                 return _fail(f"--select visible of {model}", out.with_suffix(".log"))
     return 0
+
+
+def with_plan(args, ids: list[str], base: Path, result: dict) -> dict:
+    """`result` with `select_visible`, the split, the recipe's commit and the planned keys."""
+    out = {**result, "select_visible": select_block(args, ids, base), "split": args.split, "recipe_commit": args.recipe_commit}
+    afters = {s: _json(base / f"seed{s}" / "select_after" / "eval_results.json") for s in args.seeds}
+    out.update(planned(out, _json(base / "sample_filter" / "eval_results.json"), {s: a for s, a in afters.items() if a}))
+    if out["select_visible"] is not None:  # the trained models' figure is the mean over seeds; seed 0's flips stay
+        block = out["select_visible"]
+        block.update(seed0_pass_at_1_after=block["pass_at_1_after"], pass_at_1_after=out["sample_filter_baseline"]["trained_select_visible_n8"])
+    return out
 
 
 def frozen_recipe(split: str, commit: str | None) -> str | None:
@@ -393,13 +404,7 @@ def main() -> int:
     write_weights(args, base)
     result = attach(collect(args, ids, base, overrides), curve=_json(args.curve) if args.curve else None,
                     transfer=_json(args.transfer) if args.transfer else None)  # fmt: skip
-    result["select_visible"] = select_block(args, ids, base)
-    result.update(split=args.split, recipe_commit=args.recipe_commit)
-    afters = {s: _json(base / f"seed{s}" / "select_after" / "eval_results.json") for s in args.seeds}
-    result.update(planned(result, _json(base / "sample_filter" / "eval_results.json"), {s: a for s, a in afters.items() if a}))
-    if result["select_visible"] is not None:  # the trained models' figure is the mean over seeds; seed 0's flips stay
-        block = result["select_visible"]
-        block.update(seed0_pass_at_1_after=block["pass_at_1_after"], pass_at_1_after=result["sample_filter_baseline"]["trained_select_visible_n8"])
+    result = with_plan(args, ids, base, result)
     suffix = "" if args.benchmark == "mbpp" else f"_{args.benchmark}"
     out = Path(args.output or REPO / "logs" / "bench" / f"test_time_gain{suffix}.json")
     write_json(out, result)
