@@ -16,12 +16,13 @@ choice is a pure function of its inputs (the sandbox calls are deterministic run
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
-from typing import Mapping, Sequence
+from typing import Callable, Mapping, Sequence
 
 from unified.pipeline.generation import Generator, SamplingConfig
 from unified.pipeline.programs import check_visible, generate_programs
 from unified.sandbox.executor import ExecCall
 from unified.text.extract import code_key
+from unified.text.stops import AnswerEnd
 from unified.types import Completion, IOTriple, Problem, Program
 from unified.values import to_literal
 
@@ -50,12 +51,14 @@ class Greedy:
     passes: bool
 
 
-def greedy_answers(problems: Sequence[Problem], generator: Generator, run_batch, max_tokens: int) -> dict[str, Greedy]:
-    """Each problem's greedy answer (the evaluation's decoding: phase 1's prompt, temperature 0,
-    no early stop) and whether it passes its visible examples (only problems that have one
-    with a value can pass)."""
+def greedy_answers(problems: Sequence[Problem], generator: Generator, run_batch, max_tokens: int,
+                   end: Callable[[str], AnswerEnd | None] = lambda entry_point: None) -> dict[str, Greedy]:  # fmt: skip
+    """Each problem's greedy answer (the evaluation's decoding: phase 1's prompt, temperature 0;
+    `end`: where it may stop, `PipelineConfig.program_end`: at the block that answers, which
+    changes no extracted program, text/stops.py) and whether it passes its visible examples
+    (only problems that have one with a value can pass)."""
     sampling = SamplingConfig(n=1, temperature=0.0, top_p=1.0, max_tokens=max_tokens, seed=0)
-    (programs, completions), _ = generate_programs(problems, generator, sampling)
+    (programs, completions), _ = generate_programs(problems, generator, sampling, end=end)
     passing, _ = check_visible(programs, problems, run_batch)
     checked = {p.problem_id for p in problems if any(c.expected is not None for c in p.visible)}
     by_problem = {prog.problem_id: prog for prog in programs}

@@ -33,16 +33,18 @@ def consolidate_round(run: Components, data) -> tuple[dict[str, Target], dict]:
     learner, algorithm = run.learner, run.cfg.algorithm
     if not algorithm.consolidate_passes or not learner.update_weights:
         return dict(run.targets), {}
-    start, run_batch, max_tokens = time.perf_counter(), run.executor.run_batch, run.cfg.pipeline.program_max_tokens
+    start, pipeline = time.perf_counter(), run.cfg.pipeline
+    greedy = lambda problems: greedy_answers(problems, engine, run.executor.run_batch, pipeline.program_max_tokens,  # noqa: E731
+                                             pipeline.program_end)  # fmt: skip
     with phase_engine(run) as engine:
-        before = greedy_answers(data.problems, engine, run_batch, max_tokens)
-        targets = round_targets(run.targets, data, before, run_batch)
+        before = greedy(data.problems)
+        targets = round_targets(run.targets, data, before, run.executor.run_batch)
         mine = [targets[p.problem_id] for p in data.problems if p.problem_id in targets]
-        samples = [target_sample(t, run.aggregator.version) for t in mine]
         with learner.colocation.session() if learner.colocation is not None else nullcontext():
-            stats = consolidate(samples, run.aggregator, algorithm, engine=engine, pad_token_id=learner.pad_token_id,
-                                turns=learner.colocation)  # fmt: skip
-        after = greedy_answers(data.problems, engine, run_batch, max_tokens) if stats.steps else before
+            stats = consolidate([target_sample(t, run.aggregator.version) for t in mine], run.aggregator, algorithm,
+                                engine=engine, pad_token_id=learner.pad_token_id, turns=learner.colocation)  # fmt: skip
+        watched = [p for p in data.problems if p.problem_id in targets or (p.problem_id in before and before[p.problem_id].passes)]
+        after = {**before, **(greedy(watched) if watched else {})} if stats.steps else before
     counts = {"targets": len(mine), "reproduced": sum(reproduced(after.get(t.problem_id), t) for t in mine),
               "lost": sum(before[p].passes and not after[p].passes for p in before if p in after),
               "held_before": stats.held_before, "held_after": stats.held_after}  # fmt: skip
