@@ -47,7 +47,7 @@ def test_a_margin_is_positive_exactly_where_greedy_picks_the_token(policy):
 
 
 def test_consolidation_makes_the_targets_the_greedy_answers_and_moves_the_weights(policy):
-    cfg = AlgorithmConfig(lr=1e-3, consolidate_passes=30, consolidate_margin=0.5, micro_batch_size=2, accum_steps=1)
+    cfg = AlgorithmConfig(lr=1e-3, consolidate_passes=30, consolidate_margin=0.5, consolidate_batch=2)
     targets = [_target([5, 6, 7, 8], [31, 32, 33, 34]), _target([9, 10, 11], [41, 42, 43, 44, 45, 46]),
                _target([12, 13], [51, 52])]  # fmt: skip
     agg = build_aggregator(cfg, policy)
@@ -65,7 +65,7 @@ def test_consolidation_makes_the_targets_the_greedy_answers_and_moves_the_weight
 
 def test_the_pass_cap_holds_and_zero_passes_trains_nothing(policy):
     targets = [_target([5, 6], [61, 62, 63])]
-    cfg = AlgorithmConfig(lr=1e-9, consolidate_passes=2, consolidate_margin=0.5, micro_batch_size=2, accum_steps=1)
+    cfg = AlgorithmConfig(lr=1e-9, consolidate_passes=2, consolidate_margin=0.5, consolidate_batch=2)
     agg = build_aggregator(cfg, policy)
     stats = consolidate(targets, agg, cfg, engine=None, pad_token_id=0)
     assert (stats.passes, stats.steps, stats.held_after) == (2, 2, 0)

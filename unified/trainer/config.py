@@ -139,6 +139,9 @@ class AlgorithmConfig:
     # logits, under teacher forcing) or after this many passes; 0: off
     consolidate_passes: int = 0
     consolidate_margin: float = 1.0
+    # targets per optimizer step: a pass over 18 targets at 16 a step made 1-2 steps, and 8 passes held 2 of 18 at the
+    # margin (tune split, round 1, 2026-11-28); smaller steps give a pass more of them
+    consolidate_batch: int = 4
     zero_variance: str = "drop"  # drop | keep: a group whose answers all got one reward (no gradient under GRPO)
     use_kl_loss: bool = False
     kl_loss_coef: float = 0.001
@@ -168,6 +171,8 @@ class AlgorithmConfig:
         _refuse("algorithm", {key: _must(getattr(self, key) >= 0, ">= 0", getattr(self, key))
                               for key in ("lr", "weight_decay", "grad_clip", "kl_loss_coef", "sft_coef", "max_staleness", "keep_last_versions",
                                           "consolidate_passes", "consolidate_margin")})  # fmt: skip
+        if self.consolidate_batch < 1:
+            raise ValueError(f"algorithm.consolidate_batch must be >= 1, got {self.consolidate_batch!r}")  # fmt: skip
         if self.mini_batch_size not in (None, self.samples_per_step):
             raise ValueError(
                 f"algorithm.mini_batch_size={self.mini_batch_size} but micro_batch_size x accum_steps x "

@@ -5,7 +5,8 @@ one fixed target per problem) are trained by plain negative log-likelihood, outs
 clip, in passes: before each pass every target is scored under teacher forcing, and only
 the targets whose tokens are not all the argmax by `algorithm.consolidate_margin` (the
 target's logit minus the largest other logit, the smallest over its tokens) train in it;
-it stops when every target holds or after `algorithm.consolidate_passes` passes. Greedy
+it stops when every target holds or after `algorithm.consolidate_passes` passes; a pass
+makes one optimizer step per `algorithm.consolidate_batch` targets. Greedy
 decoding of a held target reproduces it (up to the engine's own rounding, which the margin
 absorbs). The weights reach the engine once, at the end.
 
@@ -100,16 +101,16 @@ def token_margins(mb: MicroBatch, policy: Policy) -> torch.Tensor:
 
 def nll_pass(todo: Sequence[Sample], aggregator: Aggregator, cfg: AlgorithmConfig, pad_token_id: int,
              turns: Turns) -> tuple[int, float]:  # fmt: skip
-    """One pass over `todo`: optimizer steps of `micro_batch_size x accum_steps` targets, each
-    micro-batch's NLL summed over its tokens and divided by the step's tokens (token-mean over
-    the step). Returns the steps made and the pass's mean NLL per token."""
-    policy, per_step = aggregator.policy, cfg.micro_batch_size * cfg.accum_steps
+    """One pass over `todo`: optimizer steps of `consolidate_batch` targets, each micro-batch's
+    NLL summed over its tokens and divided by the step's tokens (token-mean over the step).
+    Returns the steps made and the pass's mean NLL per token."""
+    policy, per_step = aggregator.policy, cfg.consolidate_batch
     steps = all_reduce_int(-(-len(todo) // per_step), "max")
     total, tokens, made = 0.0, 0, 0
     for s in range(steps):
         chunk = list(todo[s * per_step : (s + 1) * per_step])
         norm = max(1, all_reduce_int(sum(len(t.token_ids) for t in chunk), "sum"))
-        for mb in _batches(chunk, cfg.micro_batch_size, pad_token_id):
+        for mb in _batches(chunk, min(cfg.micro_batch_size, per_step), pad_token_id):
             turns.updating()
             batch = mb.to(policy.device)
             with policy.compute():
