@@ -61,7 +61,7 @@ def prepare(limits, guards):
     return module, capture
 
 
-def run_call(req_fd, result_fd, devnull_fd, tmpdir, uid, limits, module, capture, guards, literal, os_):
+def run_call(req_fd, result_fd, tmpdir, uid, limits, module, capture, guards, literal, os_):
     """Run one call in this freshly forked process and _exit; never returns.
     `os_` holds the os functions captured before the guards replaced them."""
     my_pid = os_.getpid()  # forks the program makes must not write a result
@@ -76,7 +76,7 @@ def run_call(req_fd, result_fd, devnull_fd, tmpdir, uid, limits, module, capture
         del request
         if capture.parts:  # only the zygote can have written there (say, a warning): not this call's output
             capture.__init__(limits["max_output_bytes"])
-        _shut_in(req_fd, result_fd, devnull_fd, tmpdir, uid, limits, os_)
+        _shut_in(result_fd, tmpdir, uid, limits, os_)
         outcome = execute(code, entry, args, module, limits, guards, literal)
     except BaseException as e:  # noqa: BLE001 - e.g. a failing rlimit or uid change
         outcome = _failure(e, guards)
@@ -153,14 +153,22 @@ def _read_exact(fd, n, os_):
     return data
 
 
-def _shut_in(req_fd, result_fd, devnull_fd, tmpdir, uid, limits, os_) -> None:
-    if not limits["own_pidns"]:  # own session and process group: the fallback kill path uses it
-        try:
-            os_.setsid()
-        except OSError:  # the seccomp filter denies it where a PID namespace per call was expected
-            pass
+def _shut_in(result_fd, tmpdir, uid, limits, os_) -> None:
+    """Descriptors, session, limits, directory, user. fds 0-2 are a /dev/null opened here, after
+    the fork: no open file description is shared with the zygote or another call (one shared
+    /dev/null carried `os.set_blocking(0, False)` from one call to the next). A session and
+    process group of its own: `kill(0, ...)` and PRIO_PGRP reach the call's processes only (in
+    the zygote's group they reached the pool's jail process, outside the call's namespace)."""
+    try:
+        os_.setsid()
+    except OSError:  # already a group leader (not after a fork): nothing of the pool shares it
+        pass
+    null = os_.open("/dev/null", os_.O_RDWR)
     for fd in (0, 1, 2):
-        os_.dup2(devnull_fd, fd)
+        if fd != null:
+            os_.dup2(null, fd)
+    if null > 2:
+        os_.close(null)
     os_.closerange(3, result_fd)
     os_.closerange(result_fd + 1, 1 << 20)
     for which, (soft, hard) in limits["rlimits"]:
