@@ -57,7 +57,7 @@ CALLS = (
     # os.sched_getaffinity raised and os.getppid answered -1): fixed for every call of a pool
     # (the jail's own UTS namespace; the process's own mask; the CPUs it may run on, which no
     # call can change; its parent, outside its PID namespace: 0, shown as 1 by sandbox.guards)
-    "uname", "umask", "sched_getaffinity", "getppid", "getpgid", "getsid", "getresuid", "getresgid",
+    "uname", "umask", "sched_getaffinity", "getppid", "getpgid", "getpgrp", "getsid", "getresuid", "getresgid",
     "getgroups", "access", "faccessat", "faccessat2", "readlink", "readlinkat",
     # the zygote's reading of its cgroup's counters into one fixed buffer (sandbox.meter): pread64
     # with a vector (glibc makes it preadv2 without flags: CONDITIONAL), and a reply read into the

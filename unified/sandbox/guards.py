@@ -37,8 +37,16 @@ _getframe, _addaudithook, _realpath = sys._getframe, sys.addaudithook, os.path.r
 _real_open, _real_import, _getppid = builtins.open, builtins.__import__, os.getppid
 
 
-class BannedCall(RuntimeError):
-    """A banned function was called at run time."""
+class BannedCall(PermissionError):
+    """A banned function was called at run time. An OSError (EPERM), as the kernel refuses what
+    the allowlist leaves out: the standard library's own fallbacks for a refused call then
+    work (platform.architecture() answered '64bit' without a pipe, and raised on the stub)."""
+
+    def __init__(self, message: str):
+        super().__init__(1, message)
+
+    def __str__(self) -> str:
+        return self.strerror
 
 
 class BannedImport(ImportError):

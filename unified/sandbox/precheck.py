@@ -21,7 +21,9 @@ MAX_CODE_CHARS = 1_000_000
 USER_FILE = "<sandbox>"  # the program's co_filename: how the guards recognise its frames
 # `globals` stays banned statically only: a stub would answer its own globals to the stdlib.
 _BUILTIN_STUBS = ("eval", "exec", "compile", "breakpoint", "input", "exit", "quit", "help")
-_DIRECT_ONLY = frozenset(_BUILTIN_STUBS) | {"sys._getframe"}  # raise only when the program calls them
+# raise only when the program calls them: threading and random register fork handlers as they
+# are imported (platform.architecture imports subprocess, which imports threading)
+_DIRECT_ONLY = frozenset(_BUILTIN_STUBS) | {"sys._getframe", "os.register_at_fork"}
 
 
 def worker_stubs(policy: SandboxRules) -> tuple[list[tuple[str, str]], list[str]]:
