@@ -16,7 +16,11 @@ the clocks when the vDSO cannot serve them), each with its reason. Nothing recor
 left out. Not on the list, so refused (EPERM), among others: sysinfo, statfs/fstatfs, uname,
 io_setup/io_submit, io_uring_*, fadvise64, readahead, mincore, preadv2/pwritev2, flock,
 inotify/fanotify, memfd_create, execve, ptrace, bpf, perf_event_open, keyctl, SysV and POSIX
-IPC, userfaultfd, prctl, sched_setaffinity, mlock, and every call a later kernel adds.
+IPC, userfaultfd, prctl (but PR_SET_SECCOMP), sched_setaffinity, mlock, and every call a later
+kernel adds. A call gets a second filter on top (`CALL_DENIED`), and the introspection calls
+honest programs make (uname, umask, sched_getaffinity, getppid, ...) were added from a corpus
+of benign programs (tests/sandbox/benign_corpus.py) that must answer inside a call as in a
+plain interpreter.
 """
 
 from __future__ import annotations

@@ -9,11 +9,12 @@ exists; `run_call` then:
    compiled the program, compiling runs nothing; the arguments are marshalled on their own,
    `sandbox.precheck.marshalled_args`, whose bytes are also the result memory's key)
    from the request pipe, and writes b"S" to the result pipe (the call starts);
-2. shuts itself in: descriptors (the request pipe among them), rlimits (CPU time,
-   address space, processes, files), working directory, user id (the guards were armed
-   and the seccomp filter loaded in the zygote: `prepare`, `sandbox.world`). It is PID 1
-   of a PID namespace of its own (`sandbox.world`), so it stays in the zygote's session;
-   without one it starts a session of its own, the fallback kill path's process group;
+2. shuts itself in: a session and process group of its own, fds 0-2 on a /dev/null it opens
+   itself (no open file description shared with the zygote or another call), the other
+   descriptors (the request pipe among them) closed, rlimits (CPU time, address space,
+   processes, files), working directory, user id (the guards were armed and the zygote's
+   seccomp filter loaded in the zygote, the call's own on top of it just after the fork:
+   `prepare`, `sandbox.world`). It is PID 1 of a PID namespace of its own (`sandbox.world`);
 3. runs the program as module `__sandbox__` (`execute`), calls the entry point, and
    writes ONE message with the return value as literal text to the result pipe,
    then `_exit`s. The worker and the parent treat every byte of it as hostile.

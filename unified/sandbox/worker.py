@@ -20,16 +20,28 @@ its stdout and stderr are the capture. Then, for ever:
    whole tree past the hard limit, or an OOM kill, ends the call at once. Kill what is
    left: the child is PID 1 of the call's namespace, so its end takes every process the
    call started (forks, daemons); as PID 1 of the worker's namespace, kill(-1) takes
-   them at the deadline. As root the zygote runs ZYGOTE_BOOST nice levels above its calls
-   (which stay in its session, so in its scheduler autogroup), so a fork bomb of
-   RLIMIT_NPROC spinning processes cannot delay it;
+   them at the deadline. As root the zygote runs ZYGOTE_BOOST nice levels above its calls,
+   so a fork bomb of RLIMIT_NPROC spinning processes cannot delay it (each call starts a
+   session and process group of its own: `sandbox.child`);
 3. measure the call's CPU time (the cgroup's counter: every process of the call, reaped
    or not; else RUSAGE_CHILDREN) and decide the timeout by it: CPU time does not depend
    on how loaded the machine is, the wall clock does;
 4. send the parent one frame: b"<wait status> <cpu s> <wall s> <verdict: cpu|wall|
-   memory|output|->\\n" + the child's raw message, which the PARENT parses; then unmount the
-   call's /tmp (if it left anything there). A message past `max_message` kills the call's
-   tree the moment it is seen (verdict output): nothing of a flood is read on its behalf.
+   memory|output|->\\n" (fixed width) + the child's raw message, which the PARENT parses;
+   then unmount the call's /tmp (if it left anything there). A message past `max_message`
+   kills the call's tree the moment it is seen (verdict output): nothing of a flood is read
+   on its behalf.
+
+Nothing of a call stays in the image the next call is forked from (tests/sandbox/
+test_sandbox_no_earlier_call.py; a call can walk its own stack and read its own memory): the
+serve loop holds no per-call value (they live in `_call`'s frame, gone before the next fork);
+the child's message is read into ONE fixed buffer, the reply's header written into it and the
+frame sent from it, and the buffer is zeroed after (no bytes object ever holds a reply: the
+old loop left 4 copies of a reply's value in freed memory, and its live locals held the last
+raw reply); the CPU and OOM baselines are read after the fork, into the meter's own fixed
+buffer (`sandbox.meter`), so no child holds a total; and `_scrub` overwrites what the call's
+numbers left in freed objects (the float free list; ints and small texts by allocating the
+same sizes again, which reuses the blocks freed last) with constants.
 
 Protocol: requests arrive on fd 0 (4-byte big-endian length + marshal, from the trusted
 parent); replies leave on a copy of fd 1, framed the same way (fd 1 itself is /dev/null so

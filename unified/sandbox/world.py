@@ -19,7 +19,9 @@ This source is executed by the worker (`sandbox.worker`) into a namespace of its
 SysV IPC and POSIX message queues are not on the seccomp allowlist, which `lock` loads
 once, in the zygote before its first fork (`sandbox.seccomp_filter`, `sandbox.allowlist`):
 every call inherits it (every system call not listed answers EPERM; the zygote's own mount,
-umount2, setns and unshare are listed, and a call's lack of capabilities refuses it those). Each step that cannot be taken (no root) is skipped
+umount2, setns and unshare are listed, and a call's lack of capabilities refuses it those).
+Just after each fork the child loads the call's own filter on top (`seal`: pipes, sockets and
+pidfds, which the zygote needs and a call must not make). Each step that cannot be taken (no root) is skipped
 and the isolation report says so.
 """
 
