@@ -15,6 +15,7 @@ Writes logs/bench/inode_channel.json.
 from __future__ import annotations
 
 import argparse
+import itertools
 import math
 import platform
 import random
@@ -69,11 +70,11 @@ def main() -> None:
         for bit in bits:
             made.append(ex.run(SENDER, "f", (bit, args.pipes)).value)
             inos.append(ex.run(RECEIVER, "f").value)
-    read = [int(b - a > args.pipes // 2) if a is not None and b is not None else 0 for a, b in zip(inos, inos[1:])]
+    read = [int(b - a > args.pipes // 2) if a is not None and b is not None else 0 for a, b in itertools.pairwise(inos)]
     errors = sum(x != y for x, y in zip(bits, read))
     result = {"bits": args.bits, "pipes_per_one": args.pipes, "pipes_made": sum(made), "bit_errors": errors,
               "error_rate": round(errors / args.bits, 3), "bits_per_pair": round(capacity(errors / args.bits), 3),
-              "inode_steps": [b - a for a, b in zip(inos, inos[1:]) if a is not None and b is not None][:16],
+              "inode_steps": [b - a for a, b in itertools.pairwise(inos) if a is not None and b is not None][:16],
               "machine": platform.machine()}  # fmt: skip
     print(result)
     write_json(OUT, result)

@@ -148,7 +148,7 @@ class Zygote:
         self.fd_out = fd_out
         run_call, pipe, fork, close, enter, call = self.child.run_call, OS.pipe, OS.fork, OS.close, self.world.enter, self._call
         uid, limits, module, capture, seal = self.uid, self.limits, self.module, self.capture, self.world.seal
-        guards, literal, tmp = self.guards, self.literal, self.tmp
+        guards, literal, tmp, scrub = self.guards, self.literal, self.tmp, self._scrub
         while True:
             enter()
             r, w = pipe()
@@ -161,6 +161,8 @@ class Zygote:
             close(w)
             if not call(pid, r):  # the child found no request: the parent closed the pool
                 return
+            pid = r = w = 0  # the call's process number is freed here, before `scrub` overwrites it
+            scrub()
 
     def _call(self, pid: int, r: int) -> bool:
         """One call, from the fork to the reply (steps 2-4); False when none came. The
@@ -183,7 +185,6 @@ class Zygote:
         self._reply(n, _verdict(verdict, status, cpu, ooms, self.limits["timeout_s"]), status, cpu, wall)
         del cpu_before, oom_before, start, n, status, verdict, wall, cpu, ooms, pid, pidfd
         self._clean()
-        self._scrub()
         return True
 
     def _reply(self, n: int, verdict: bytes, status: int, cpu: float, wall: float) -> None:

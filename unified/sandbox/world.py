@@ -101,9 +101,9 @@ class World:
         (`seccomp_filter.call_bpf`): what the zygote needs between calls and a call must not have
         (pipes, sockets, pidfds: the objects whose inode numbers come from machine-wide counters
         that a call could move for the next call to read). A few instructions per system call."""
-        if self.call_filter is not None and self.report["seccomp"]:
-            if self.libc.prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, ctypes.byref(self.call_filter), 0, 0) != 0:
-                _exit(71)  # never run a call without it
+        loaded = self.call_filter is None or not self.report["seccomp"]  # no filter here at all: nothing to add
+        if not loaded and self.libc.prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, ctypes.byref(self.call_filter), 0, 0) != 0:
+            _exit(71)  # never run a call without it
 
 
 _KEEP = []  # the filters' instruction buffers, alive as long as the process
