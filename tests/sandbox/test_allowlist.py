@@ -37,10 +37,13 @@ def test_the_filter_builds_and_names_only_real_calls():
     import pyseccomp
 
     unknown = [n for n in CALLS + tuple(CONDITIONAL) if pyseccomp.resolve_syscall(pyseccomp.Arch.NATIVE, n) < 0]
-    assert set(unknown) <= {"open", "stat", "lstat", "select", "pipe", "getdents"}, unknown  # x86_64-only names
-    for absent in ("sysinfo", "io_setup", "io_submit", "statfs", "fstatfs", "uname", "execve", "memfd_create",
-                   "fadvise64", "readahead", "mincore", "preadv2", "flock", "inotify_init1", "prctl", "keyctl"):  # fmt: skip
+    assert set(unknown) <= {"open", "stat", "lstat", "select", "pipe", "getdents", "access", "readlink", "getpgrp"}, unknown  # x86_64-only names
+    for absent in ("sysinfo", "io_setup", "io_submit", "statfs", "fstatfs", "execve", "memfd_create",
+                   "fadvise64", "readahead", "mincore", "flock", "inotify_init1", "keyctl"):  # fmt: skip
         assert absent not in CALLS and absent not in CONDITIONAL, absent
+    assert CONDITIONAL["prctl"] == (((0, "eq", 22), (1, "eq", 2)),)  # PR_SET_SECCOMP with a filter: only more refusals
+    assert CONDITIONAL["preadv2"] == (((5, "eq", 0),),)  # no RWF_NOWAIT: no page-cache probe
+    assert "uname" in CALLS and seccomp_filter.call_bpf() is not None
 
 
 REFUSED = """
@@ -68,7 +71,7 @@ def f(numbers):
     out['fcntl F_SETLEASE'] = errno_of(lambda: fcntl.fcntl(fd, fcntl.F_SETLEASE, fcntl.F_RDLCK))
     out['fcntl F_GETFL'] = errno_of(lambda: fcntl.fcntl(fd, fcntl.F_GETFL))  # on the list
     out['statvfs'] = errno_of(lambda: os.statvfs('/'))
-    out['uname'] = errno_of(os.uname)
+    out['uname'] = errno_of(os.uname)  # on the list since the benign corpus
     out['mmap shared'] = errno_of(lambda: mmap.mmap(-1, 4096))  # MAP_SHARED: not on the list
     private = mmap.mmap(-1, 4096, flags=mmap.MAP_PRIVATE)  # on the list
     out['madvise MERGEABLE'] = errno_of(lambda: private.madvise(mmap.MADV_MERGEABLE))
@@ -88,9 +91,9 @@ def test_calls_off_the_list_answer_eperm_inside_a_call(bare):
     assert r.ok, r
     got = r.value
     assert {k: got[k] for k in NUMBERS} == {k: -EPERM for k in NUMBERS}, got  # io_setup: no AIO slot taken either
-    refused = ("fcntl F_NOTIFY", "fcntl F_SETLEASE", "statvfs", "uname", "mmap shared", "madvise MERGEABLE", "socket inet")
+    refused = ("fcntl F_NOTIFY", "fcntl F_SETLEASE", "statvfs", "mmap shared", "madvise MERGEABLE", "socket inet")
     assert {k: got[k] for k in refused} == {k: EPERM for k in refused}, got
-    assert got["fcntl F_GETFL"] == 0 and got["getpid"] == 1, got
+    assert got["fcntl F_GETFL"] == 0 and got["uname"] == 0 and got["getpid"] == 1, got
 
 
 @x86_64

@@ -9,11 +9,12 @@ exists; `run_call` then:
    compiled the program, compiling runs nothing; the arguments are marshalled on their own,
    `sandbox.precheck.marshalled_args`, whose bytes are also the result memory's key)
    from the request pipe, and writes b"S" to the result pipe (the call starts);
-2. shuts itself in: descriptors (the request pipe among them), rlimits (CPU time,
-   address space, processes, files), working directory, user id (the guards were armed
-   and the seccomp filter loaded in the zygote: `prepare`, `sandbox.world`). It is PID 1
-   of a PID namespace of its own (`sandbox.world`), so it stays in the zygote's session;
-   without one it starts a session of its own, the fallback kill path's process group;
+2. shuts itself in: a session and process group of its own, fds 0-2 on a /dev/null it opens
+   itself (no open file description shared with the zygote or another call), the other
+   descriptors (the request pipe among them) closed, rlimits (CPU time, address space,
+   processes, files), working directory, user id (the guards were armed and the zygote's
+   seccomp filter loaded in the zygote, the call's own on top of it just after the fork:
+   `prepare`, `sandbox.world`). It is PID 1 of a PID namespace of its own (`sandbox.world`);
 3. runs the program as module `__sandbox__` (`execute`), calls the entry point, and
    writes ONE message with the return value as literal text to the result pipe,
    then `_exit`s. The worker and the parent treat every byte of it as hostile.
@@ -61,7 +62,7 @@ def prepare(limits, guards):
     return module, capture
 
 
-def run_call(req_fd, result_fd, devnull_fd, tmpdir, uid, limits, module, capture, guards, literal, os_):
+def run_call(req_fd, result_fd, tmpdir, uid, limits, module, capture, guards, literal, os_):
     """Run one call in this freshly forked process and _exit; never returns.
     `os_` holds the os functions captured before the guards replaced them."""
     my_pid = os_.getpid()  # forks the program makes must not write a result
@@ -76,7 +77,7 @@ def run_call(req_fd, result_fd, devnull_fd, tmpdir, uid, limits, module, capture
         del request
         if capture.parts:  # only the zygote can have written there (say, a warning): not this call's output
             capture.__init__(limits["max_output_bytes"])
-        _shut_in(req_fd, result_fd, devnull_fd, tmpdir, uid, limits, os_)
+        _shut_in(result_fd, tmpdir, uid, limits, os_)
         outcome = execute(code, entry, args, module, limits, guards, literal)
     except BaseException as e:  # noqa: BLE001 - e.g. a failing rlimit or uid change
         outcome = _failure(e, guards)
@@ -153,14 +154,22 @@ def _read_exact(fd, n, os_):
     return data
 
 
-def _shut_in(req_fd, result_fd, devnull_fd, tmpdir, uid, limits, os_) -> None:
-    if not limits["own_pidns"]:  # own session and process group: the fallback kill path uses it
-        try:
-            os_.setsid()
-        except OSError:  # the seccomp filter denies it where a PID namespace per call was expected
-            pass
+def _shut_in(result_fd, tmpdir, uid, limits, os_) -> None:
+    """Descriptors, session, limits, directory, user. fds 0-2 are a /dev/null opened here, after
+    the fork: no open file description is shared with the zygote or another call (one shared
+    /dev/null carried `os.set_blocking(0, False)` from one call to the next). A session and
+    process group of its own: `kill(0, ...)` and PRIO_PGRP reach the call's processes only (in
+    the zygote's group they reached the pool's jail process, outside the call's namespace)."""
+    try:
+        os_.setsid()
+    except OSError:  # already a group leader (not after a fork): nothing of the pool shares it
+        pass
+    null = os_.open("/dev/null", os_.O_RDWR)
     for fd in (0, 1, 2):
-        os_.dup2(devnull_fd, fd)
+        if fd != null:
+            os_.dup2(null, fd)
+    if null > 2:
+        os_.close(null)
     os_.closerange(3, result_fd)
     os_.closerange(result_fd + 1, 1 << 20)
     for which, (soft, hard) in limits["rlimits"]:

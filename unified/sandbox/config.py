@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Optional
 
 from unified.sandbox import seccomp_filter
-from unified.sandbox.precheck import ARGS_MARSHAL_VERSION, USER_FILE, worker_stubs
+from unified.sandbox.precheck import ARGS_MARSHAL_VERSION, USER_FILE, runtime_modules, worker_stubs
 from unified.sandbox.rules import BANNED_CALLS, BANNED_MODULES, SandboxRules
 
 # The worker's code, sent compiled in its first frame (sandbox.jail.BOOT runs "worker").
@@ -67,17 +67,18 @@ class ExecutorConfig:
 
     def worker_init(self) -> bytes:
         """Everything a worker needs, marshalled (the worker imports nothing to read it)."""
-        policy = SandboxRules.from_lists(self.banned_modules, self.banned_calls)
+        banned = runtime_modules(self.banned_modules)  # the determinism bans are the static check's (run_twice)
+        policy = SandboxRules.from_lists(banned, self.banned_calls)
         limits = {"timeout_s": self.timeout_s, "cpu_rlimit": max(1, math.ceil(self.cpu_s)), "wall_s": self.wall_s,
                   "memory_mb": self.memory_mb, "max_output_bytes": self.max_output_bytes, "max_file_mb": 32,
-                  "max_open_files": 256, "max_processes": MAX_PROCESSES, "banned_modules": self.banned_modules,
-                  "block_gc": "gc" in self.banned_modules}  # fmt: skip
+                  "max_open_files": 256, "max_processes": MAX_PROCESSES, "banned_modules": banned,
+                  "block_gc": "gc" in banned}  # fmt: skip
         stubs, direct = worker_stubs(policy)
         code = compile(_REHEARSAL, USER_FILE, "exec", dont_inherit=True)
         rehearsal = [marshal.dumps((code, entry, marshal.dumps((7,), ARGS_MARSHAL_VERSION))) for entry in ("f", "g")]
         here = Path(__file__).resolve().parents[1]  # unified/
         harness = {name: compile((here / file).read_text(encoding="utf-8"), f"<{name}>", "exec", dont_inherit=True)
                    for name, file in _HARNESS.items()}  # fmt: skip
-        return marshal.dumps({"limits": limits, "banned_modules": self.banned_modules, "stubs": stubs,
+        return marshal.dumps({"limits": limits, "banned_modules": banned, "stubs": stubs,
                               "direct": direct, "open_write": policy.open_write, "rehearsal": rehearsal,
-                              "seccomp": seccomp_filter.bpf(deny_setsid=os.geteuid() == 0), **harness})  # fmt: skip
+                              "seccomp": seccomp_filter.bpf(), "seccomp_call": seccomp_filter.call_bpf(), **harness})  # fmt: skip

@@ -204,23 +204,29 @@ class Executor:
         """Each call twice, on different workers when there are several (determinism check).
         With one worker both runs fork from the same process image, so results that depend
         on memory addresses (`id()`, default `hash()`) repeat: use >= 2 workers to catch them."""
-        first, ran_on = self.run_replies(calls)
-        second, _ = self.run_replies(calls, avoid=ran_on)
+        first, ran_on = self.run_replies(calls, twice=True)
+        second, _ = self.run_replies(calls, avoid=ran_on, twice=True)
         return [(self.result(a), self.result(b)) for a, b in zip(first, second)]
 
     def result(self, reply) -> ExecResult:
         """A raw reply (or parent-decided result) as an ExecResult, counted in `stats()`."""
         return self._stats.count(result_from_reply(reply, self.config.max_output_bytes))
 
-    def run_replies(self, calls: Sequence[ExecCall], avoid: Sequence[int] | None = None):
+    def determinism(self, call: ExecCall) -> ExecResult | None:
+        """"banned" when `run_twice` would not run the call: it imports a module banned for
+        determinism's sake (`rules.DETERMINISM_MODULES`); None otherwise."""
+        return self._precheck.determinism(call)
+
+    def run_replies(self, calls: Sequence[ExecCall], avoid: Sequence[int] | None = None, twice: bool = False):
         """Raw worker replies (bytes, parsed by `result_from_reply`) or final ExecResults, in
-        order, and the index of the worker that ran each call (-1: decided in the parent)."""
+        order, and the index of the worker that ran each call (-1: decided in the parent);
+        `twice`: for the determinism check (its bans apply too)."""
         if getattr(self, "_closed", True):
             raise RuntimeError("executor is closed")
         out: list = [None] * len(calls)
         requests: dict[int, bytes] = {}
         for i, call in enumerate(calls):
-            out[i], request = self._precheck(call)
+            out[i], request = self._precheck(call, twice)
             if request is not None:
                 requests[i] = request
         with self._lock:

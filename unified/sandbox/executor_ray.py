@@ -70,9 +70,9 @@ def run_chunk(config: ExecutorConfig, calls: list[ExecCall], twice: bool) -> Chu
     import ray
 
     pool = _local_pool(config)
-    first, ran_on = pool.run_replies(calls)
+    first, ran_on = pool.run_replies(calls, twice=twice)  # the determinism bans hold in run_twice only
     if twice:
-        second, _ = pool.run_replies(calls, avoid=ran_on)
+        second, _ = pool.run_replies(calls, avoid=ran_on, twice=True)
         first = list(zip(first, second))
     return ChunkResult(ray.get_runtime_context().get_node_id(), _attempt(), list(first))
 

@@ -6,6 +6,7 @@ result (the reply writer lives in another namespace, and the parent compares val
 
 Installed once in the worker, inherited by every forked call (`install`):
 - banned module functions (os.system, os.kill, ...) become stubs raising `BannedCall`;
+- os.getppid answers 1 where the kernel answers 0 (the call's parent is outside its namespace);
   the list arrives already expanded from the configured patterns;
 - eval/exec/compile/... raise when the program calls them directly (namedtuple,
   dataclasses and enum use them internally);
@@ -33,11 +34,19 @@ _GC_EVENTS = frozenset({"gc.get_objects", "gc.get_referrers", "gc.get_referents"
 _INTERPRETER_MODULES = frozenset({"builtins", "posix", "_imp", "_thread", "_signal", "marshal", "_io",
                                   "_frozen_importlib", "_frozen_importlib_external"})  # fmt: skip
 _getframe, _addaudithook, _realpath = sys._getframe, sys.addaudithook, os.path.realpath  # before any stub
-_real_open, _real_import = builtins.open, builtins.__import__
+_real_open, _real_import, _getppid = builtins.open, builtins.__import__, os.getppid
 
 
-class BannedCall(RuntimeError):
-    """A banned function was called at run time."""
+class BannedCall(PermissionError):
+    """A banned function was called at run time. An OSError (EPERM), as the kernel refuses what
+    the allowlist leaves out: the standard library's own fallbacks for a refused call then
+    work (platform.architecture() answered '64bit' without a pipe, and raised on the stub)."""
+
+    def __init__(self, message: str):
+        super().__init__(1, message)
+
+    def __str__(self) -> str:
+        return self.strerror
 
 
 class BannedImport(ImportError):
@@ -60,6 +69,8 @@ def install(banned_modules, stubs, direct, open_write, sandbox_dir) -> None:
     for name in direct:
         if "." not in name and hasattr(builtins, name):
             setattr(builtins, name, _direct_call_stub(name, getattr(builtins, name)))
+    for module in (os, sys.modules.get("posix")):
+        module.getppid = _parent
     guarded_open = _guarded_open(open_write, sandbox_dir.rstrip("/") + "/")
     builtins.open = io.open = guarded_open
     builtins.__import__ = _guarded_import(banned)
@@ -104,6 +115,12 @@ def audit_hook(banned_modules, block_gc):
             raise BannedCall(f"{event}() is banned in the sandbox")
 
     return hook
+
+
+def _parent() -> int:
+    """os.getppid(): a call is PID 1 of a PID namespace of its own, so the kernel answers 0 (its
+    parent is outside); a process on any other machine has a parent, shown as init."""
+    return _getppid() or 1
 
 
 def _stub(qualified: str):

@@ -14,14 +14,16 @@ import marshal
 import sys
 
 from unified.sandbox.exec_types import ExecCall, ExecResult
-from unified.sandbox.rules import SandboxRules, scan
+from unified.sandbox.rules import DETERMINISM_MODULES, SandboxRules, scan
 from unified.values import LiteralError, from_literal, to_literal
 
 MAX_CODE_CHARS = 1_000_000
 USER_FILE = "<sandbox>"  # the program's co_filename: how the guards recognise its frames
 # `globals` stays banned statically only: a stub would answer its own globals to the stdlib.
 _BUILTIN_STUBS = ("eval", "exec", "compile", "breakpoint", "input", "exit", "quit", "help")
-_DIRECT_ONLY = frozenset(_BUILTIN_STUBS) | {"sys._getframe"}  # raise only when the program calls them
+# raise only when the program calls them: threading and random register fork handlers as they
+# are imported (platform.architecture imports subprocess, which imports threading)
+_DIRECT_ONLY = frozenset(_BUILTIN_STUBS) | {"sys._getframe", "os.register_at_fork"}
 
 
 def worker_stubs(policy: SandboxRules) -> tuple[list[tuple[str, str]], list[str]]:
@@ -38,6 +40,11 @@ def worker_stubs(policy: SandboxRules) -> tuple[list[tuple[str, str]], list[str]
                     out.append((target, attr))
     direct = sorted(n for n in _DIRECT_ONLY if n in policy.builtin_names or policy.call_banned(n))
     return out, direct
+
+
+def runtime_modules(banned_modules) -> tuple[str, ...]:
+    """The configured bans that hold for every call: all but the determinism ones."""
+    return tuple(m for m in banned_modules if m not in DETERMINISM_MODULES)
 
 
 ARGS_MARSHAL_VERSION = 2  # no back-references: the bytes are a function of the values (from 3 on, refcounts set flags)
@@ -61,14 +68,21 @@ class Precheck:
     the code object, which saves it a third of its work)."""
 
     def __init__(self, config: ExecutorConfig):
-        self.policy = SandboxRules.from_lists(config.banned_modules, config.banned_calls)
+        modules = runtime_modules(config.banned_modules)
+        self.policy = SandboxRules.from_lists(modules, config.banned_calls)
+        self.twice = SandboxRules.from_lists(tuple(m for m in config.banned_modules if m not in modules), ())
         self.max_output = config.max_output_bytes
         self._programs: dict[str, ExecResult | object] = {}  # source -> final verdict or code object
+        self._twice: dict[str, ExecResult | None] = {}  # source -> its determinism ban, if any
 
-    def __call__(self, call: ExecCall) -> tuple[ExecResult | None, bytes | None]:
-        """(a final result, None) or (None, the request for a worker)."""
+    def __call__(self, call: ExecCall, twice: bool = False) -> tuple[ExecResult | None, bytes | None]:
+        """(a final result, None) or (None, the request for a worker); `twice`: for the
+        determinism check, where the determinism bans apply too (`determinism`)."""
         if not isinstance(call.entry, str) or not call.entry.isidentifier():
             return ExecResult("error", error=f"ValueError: bad entry point name {call.entry!r}"), None
+        banned = self.determinism(call) if twice else None
+        if banned is not None:
+            return banned, None
         program = self._program(call.code)
         if isinstance(program, ExecResult):
             return program, None
@@ -77,6 +91,22 @@ class Precheck:
         except (LiteralError, TypeError) as e:
             return ExecResult("error", error=f"ValueError: arguments are not literal values: {e}"), None
         return None, marshal.dumps((program, call.entry, args))
+
+    def determinism(self, call: ExecCall) -> ExecResult | None:
+        """"banned" when the program imports a module banned for determinism's sake
+        (`rules.DETERMINISM_MODULES`, where the configured list holds them), else None."""
+        code = call.code
+        if not isinstance(code, str) or not self.twice.modules:
+            return None
+        if code not in self._twice:
+            try:
+                reason = scan(ast.parse(code), self.twice)
+            except (SyntaxError, ValueError, RecursionError, MemoryError):
+                reason = None  # the ordinary check says what is wrong with it
+            if len(self._twice) > 20_000:
+                self._twice.clear()
+            self._twice[code] = ExecResult("banned", error=f"{reason} (for determinism)") if reason else None
+        return self._twice[code]
 
     def _program(self, code: str):
         if isinstance(code, str) and code in self._programs:

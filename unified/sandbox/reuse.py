@@ -93,6 +93,12 @@ class ReusingExecutor:
         return [result for result, _ in self._first(calls)]
 
     def run_twice(self, calls: Sequence[ExecCall]) -> list[tuple[ExecResult, ExecResult]]:
+        """The determinism check: a program its bans refuse is "banned" (however it ran before)."""
+        banned = [self._inner.determinism(c) for c in calls]
+        if any(b is not None for b in banned):
+            keep = [i for i, b in enumerate(banned) if b is None]
+            pairs = dict(zip(keep, self.run_twice([calls[i] for i in keep]) if keep else []))
+            return [pairs[i] if b is None else (b, b) for i, b in enumerate(banned)]
         first = self._first(calls)
         again = [i for i, (result, _) in enumerate(first) if result.ok]
         replies, _ = self._inner.run_replies([calls[i] for i in again], avoid=[first[i][1] for i in again])

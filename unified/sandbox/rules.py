@@ -46,6 +46,16 @@ BANNED_MODULES = (
     "zoneinfo", "hashlib", "_hashlib", "hmac", "bcrypt", "logging",
 )  # fmt: skip
 
+# The bans above that exist for self-play determinism (AZR's reason), not for safety: they apply
+# where a program's outputs become a task's expected values, the determinism check's two runs
+# (`Executor.run_twice`, phase 2), and nowhere else. A `solve` answer, an induction answer or an
+# evaluated program that imports hashlib, datetime or random is judged by its values, as under
+# EvalPlus's own harness (HumanEval/162's canonical answer imports hashlib).
+DETERMINISM_MODULES = (
+    "random", "_random", "secrets", "uuid", "time", "datetime", "_datetime", "calendar", "zoneinfo",
+    "hashlib", "_hashlib", "hmac", "bcrypt", "logging",
+)  # fmt: skip
+
 BANNED_CALLS = (
     # process control
     "os.system", "os.popen", "os.fork", "os.forkpty", "os.exec*", "os.spawn*", "os.posix_spawn*",

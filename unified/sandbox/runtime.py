@@ -45,6 +45,9 @@ SKIP_DYNLOAD = ("_tkinter", "_test", "xxlimited", "_xx")
 # that loaded vLLM has both, pointing into site-packages, and passes them to its children)
 LOADER_ENV = {"PATH": "/usr/bin:/bin:/usr/sbin:/sbin", "LC_ALL": "C"}
 RESERVED = ("tmp", "dev", "proc", ".spent", ".old")  # the jail's own top directories
+# the workers' locale (LANG=C.UTF-8, sandbox.executor): without its files a call ran in the C
+# locale (locale.getlocale() None, getpreferredencoding 'utf-8') where any machine answers 'UTF-8'
+LOCALES = ("/usr/lib/locale/C.utf8", "/usr/lib/locale/C.UTF-8")
 MS_RDONLY, MS_NOSUID, MS_NODEV, MS_REMOUNT, MNT_DETACH = 1, 2, 4, 32, 2
 _lock = threading.Lock()
 _made: dict[int, Path | None] = {}  # pid -> this process's copy
@@ -135,6 +138,8 @@ def manifest() -> list[str]:
     dynload = stdlib / "lib-dynload"
     paths = [p for p in paths if not (p.startswith(str(dynload)) and os.path.basename(p).startswith(SKIP_DYNLOAD))]
     paths += _libraries([p for p in elves if p in set(paths)])
+    for locale in LOCALES:
+        paths += [os.path.join(root, n) for root, _, names in os.walk(locale) for n in names]
     return [p for p in dict.fromkeys(paths) if p.lstrip("/").split("/")[0] not in RESERVED]
 
 

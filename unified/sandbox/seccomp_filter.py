@@ -26,34 +26,55 @@ from __future__ import annotations
 import errno
 import tempfile
 
-from unified.sandbox.allowlist import CALLS, CONDITIONAL, SETSID, ZYGOTE
+from unified.sandbox.allowlist import CALL_DENIED, CALLS, CONDITIONAL, ZYGOTE
 
 _OPS = ("eq", "masked_eq")
 
 
-def bpf(deny_setsid: bool = False, log: bool = False, allowed: tuple[str, ...] | None = None,
-        conditional: bool = True) -> bytes | None:
+def bpf(log: bool = False, allowed: tuple[str, ...] | None = None, conditional: bool = True) -> bytes | None:
     """The filter as BPF instructions (struct sock_filter[]), or None without libseccomp.
-    `deny_setsid`: the calls run in a PID namespace of their own (root), so none needs a
-    session of its own; `log`: LOG instead of EPERM by default (recording); `allowed`: the
-    unconditional list in place of `allowlist.CALLS + ZYGOTE`, and `conditional=False` leaves
-    out the calls allowed by their arguments (recording from nothing)."""
-    try:
-        import pyseccomp as seccomp
-    except Exception:  # noqa: BLE001 - ImportError, or the binding failing to find libseccomp.so
+    `log`: LOG instead of EPERM by default (recording); `allowed`: the unconditional list in
+    place of `allowlist.CALLS + ZYGOTE`, and `conditional=False` leaves out the calls allowed
+    by their arguments (recording from nothing)."""
+    seccomp = _binding()
+    if seccomp is None:
         return None
     flt = seccomp.SyscallFilter(seccomp.LOG if log else seccomp.ERRNO(errno.EPERM))
     try:  # a binary tree over the syscall number instead of a linear chain: every call of every program pays it
         flt.set_attr(seccomp.Attr.CTL_OPTIMIZE, 2)
     except (OSError, RuntimeError, ValueError, AttributeError):  # libseccomp < 2.5
         pass
-    names = (CALLS + ZYGOTE if allowed is None else tuple(allowed)) + (() if deny_setsid else SETSID)
+    names = CALLS + ZYGOTE if allowed is None else tuple(allowed)
     for name in dict.fromkeys(names):
         _rule(flt, seccomp.ALLOW, name)
     for name, alternatives in CONDITIONAL.items() if conditional else ():
         for conditions in alternatives:  # one rule each: the call is allowed when any rule matches
             _rule(flt, seccomp.ALLOW, name, *(_arg(seccomp, *c) for c in conditions))
     flt.add_rule(seccomp.ERRNO(errno.ENOSYS), "clone3")
+    return _export(flt)
+
+
+def call_bpf() -> bytes | None:
+    """The call's own filter, on top of `bpf()` (loaded by the child right after the fork):
+    everything allowed but `allowlist.CALL_DENIED`, which answers EPERM; None without libseccomp."""
+    seccomp = _binding()
+    if seccomp is None:
+        return None
+    flt = seccomp.SyscallFilter(seccomp.ALLOW)
+    for name in CALL_DENIED:
+        _rule(flt, seccomp.ERRNO(errno.EPERM), name)
+    return _export(flt)
+
+
+def _binding():
+    try:
+        import pyseccomp as seccomp
+    except Exception:  # noqa: BLE001 - ImportError, or the binding failing to find libseccomp.so
+        return None
+    return seccomp
+
+
+def _export(flt) -> bytes:
     with tempfile.TemporaryFile() as fh:
         flt.export_bpf(fh)
         fh.seek(0)

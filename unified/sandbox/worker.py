@@ -20,16 +20,28 @@ its stdout and stderr are the capture. Then, for ever:
    whole tree past the hard limit, or an OOM kill, ends the call at once. Kill what is
    left: the child is PID 1 of the call's namespace, so its end takes every process the
    call started (forks, daemons); as PID 1 of the worker's namespace, kill(-1) takes
-   them at the deadline. As root the zygote runs ZYGOTE_BOOST nice levels above its calls
-   (which stay in its session, so in its scheduler autogroup), so a fork bomb of
-   RLIMIT_NPROC spinning processes cannot delay it;
+   them at the deadline. As root the zygote runs ZYGOTE_BOOST nice levels above its calls,
+   so a fork bomb of RLIMIT_NPROC spinning processes cannot delay it (each call starts a
+   session and process group of its own: `sandbox.child`);
 3. measure the call's CPU time (the cgroup's counter: every process of the call, reaped
    or not; else RUSAGE_CHILDREN) and decide the timeout by it: CPU time does not depend
    on how loaded the machine is, the wall clock does;
 4. send the parent one frame: b"<wait status> <cpu s> <wall s> <verdict: cpu|wall|
-   memory|output|->\\n" + the child's raw message, which the PARENT parses; then unmount the
-   call's /tmp (if it left anything there). A message past `max_message` kills the call's
-   tree the moment it is seen (verdict output): nothing of a flood is read on its behalf.
+   memory|output|->\\n" (fixed width) + the child's raw message, which the PARENT parses;
+   then unmount the call's /tmp (if it left anything there). A message past `max_message`
+   kills the call's tree the moment it is seen (verdict output): nothing of a flood is read
+   on its behalf.
+
+Nothing of a call stays in the image the next call is forked from (tests/sandbox/
+test_sandbox_no_earlier_call.py; a call can walk its own stack and read its own memory): the
+serve loop holds no per-call value (they live in `_call`'s frame, gone before the next fork);
+the child's message is read into ONE fixed buffer, the reply's header written into it and the
+frame sent from it, and the buffer is zeroed after (no bytes object ever holds a reply: the
+old loop left 4 copies of a reply's value in freed memory, and its live locals held the last
+raw reply); the CPU and OOM baselines are read after the fork, into the meter's own fixed
+buffer (`sandbox.meter`), so no child holds a total; and `_scrub` overwrites what the call's
+numbers left in freed objects (the float free list; ints and small texts by allocating the
+same sizes again, which reuses the blocks freed last) with constants.
 
 Protocol: requests arrive on fd 0 (4-byte big-endian length + marshal, from the trusted
 parent); replies leave on a copy of fd 1, framed the same way (fd 1 itself is /dev/null so
@@ -41,6 +53,7 @@ import gc
 import os
 import resource
 import select
+import struct
 import sys
 import time
 
@@ -54,6 +67,16 @@ _monotonic, _getrusage, _select = time.monotonic, resource.getrusage, select.sel
 SIGKILL, SIGXCPU = 9, 24
 ZYGOTE_BOOST = 10  # nice levels: ~9x the CPU weight of one call process
 POLL_S = 0.05  # how often a running call's cgroup is checked (CPU of the tree, OOM kills)
+# A reply's header, fixed width (the same length, so the same allocations, for every call):
+# b"<wait status> <cpu s> <wall s> <verdict>\n"; the frame is 4 bytes of length, this, the message.
+HEAD = b"%11d %17.6f %17.6f %-6s\n"
+BODY = 4 + len(HEAD % (0, 0.0, 0.0, b"-"))  # where the child's message starts in the frame buffer
+# CPython's float free list holds at most 100 (3.11, 3.12): past it, freed floats go back to the
+# allocator's 32-byte blocks, as ints do; allocating 4x as many reuses those freed last as well
+SCRUB_FLOATS = 400
+SCRUB_INTS = 256  # ints (and anything else of 32 bytes) freed last by a call's path
+SCRUB_TEXTS, SCRUB_EACH = tuple(range(0, 256, 8)), 2  # bytes objects of each small size class
+_pack_into = struct.pack_into
 
 
 def _load(code, name: str):
@@ -79,7 +102,7 @@ class Zygote:
         self.wall_s = self.limits["wall_s"]
         self.max_message = 4 * self.limits["max_output_bytes"] + 65536
         fds = {k: int(v) for k, v in kept.items() if k != "cpu_format"}
-        self.world = harness["world"].World(fds, tmp, uid, self.limits["max_file_mb"], init["seccomp"])
+        self.world = harness["world"].World(fds, tmp, uid, self.limits["max_file_mb"], init["seccomp"], init["seccomp_call"])
         self.meter = harness["meter"].Meter(fds, kept.get("cpu_format", "-"))
         self.limits["own_pidns"] = self.world.report["pidns_per_call"]
         for name in PREIMPORT:
@@ -90,6 +113,7 @@ class Zygote:
         self.guards.install(init["banned_modules"], init["stubs"], init["direct"], init["open_write"], tmp)
         self.limits["hook"] = self.guards.audit_hook(tuple(init["banned_modules"]), self.limits["block_gc"])
         self.child.rehearse(init["rehearsal"], self.limits, self.guards, self.literal, self.devnull, OS)
+        OS.close(self.devnull)  # a call opens its own (sandbox.child): no open file shared with it
         pages = int(OS.pread(statm_fd, 64, 0).split()[0]) if statm_fd >= 0 else 0
         if statm_fd >= 0:
             OS.close(statm_fd)
@@ -106,6 +130,10 @@ class Zygote:
             except OSError:
                 pass
         self.module, self.capture = self.child.prepare(self.limits, self.guards)
+        # a call's reply passes through this one buffer, zeroed after each call (`_scrub`)
+        self.frame = bytearray(BODY + self.max_message + 1)
+        self.view, self.zeros = memoryview(self.frame), memoryview(bytes(len(self.frame)))
+        self.used, self.one, self.zero, self.big, self.fd_out = BODY, bytearray(1), 0.0, 1 << 29, -1
         self.world.lock()  # the seccomp filter: from here on, for this process and every call
         self.iso.update({k: str(int(v)) for k, v in self.world.report.items()} | {"tree_cpu": str(int(self.meter.tree))})
         gc.collect()
@@ -114,47 +142,78 @@ class Zygote:
     def serve(self, fd_in: int, fd_out: int) -> None:
         """Steps 1-4 of the module doc, for ever. After each fork, every page this loop
         writes is copied (and reading an object writes its reference count), so the
-        common path is this loop and `_reply`, over locals and module globals, with one
-        exception per call (`_finish` learns that nothing is left from ChildProcessError)."""
+        common path is lean. Everything of a call lives in `_call`'s frame and this
+        process's fixed buffers, and is gone (returned, zeroed, overwritten: `_scrub`)
+        before the next fork: the image a call is forked from is the same for every call."""
         report = " ".join(f"{k}={v}" for k, v in self.iso.items())
         _send(fd_out, f"ready pid={OS.getpid()} uid={self.uid} {report}".encode())
-        run_call, pipe, fork, close, read, pidfd_open = self.child.run_call, OS.pipe, OS.fork, OS.close, OS.read, OS.pidfd_open
-        devnull, uid, limits, module, capture = self.devnull, self.uid, self.limits, self.module, self.capture
-        guards, literal, tmp, wall_s, meter = self.guards, self.literal, self.tmp, self.wall_s, self.meter
-        enter, forked, timeout_s = self.world.enter, self.world.forked, limits["timeout_s"]
-        cpu_now, oom_now = meter.cpu(), meter.oom_kills()  # between two calls nothing of a call runs
+        self.fd_out = fd_out
+        run_call, pipe, fork, close, enter, call = self.child.run_call, OS.pipe, OS.fork, OS.close, self.world.enter, self._call
+        uid, limits, module, capture, seal = self.uid, self.limits, self.module, self.capture, self.world.seal
+        guards, literal, tmp, scrub = self.guards, self.literal, self.tmp, self._scrub
         while True:
             enter()
             r, w = pipe()
             pid = fork()
             if pid == 0:
                 close(r)
-                run_call(fd_in, w, devnull, tmp, uid, limits, module, capture, guards, literal, OS)
+                seal()  # the call's own filter on top of the zygote's (sandbox.world)
+                run_call(fd_in, w, tmp, uid, limits, module, capture, guards, literal, OS)
                 OS._exit(70)  # not reached
-            forked()
             close(w)
-            if read(r, 1) != b"S":  # the child found no request: the parent closed the pool
-                close(r)
-                self._finish(pid)
+            if not call(pid, r):  # the child found no request: the parent closed the pool
                 return
-            start = _monotonic()
-            pidfd = pidfd_open(pid)
-            try:
-                buf, status, verdict = self._collect(pid, pidfd, r, start + wall_s, cpu_now, oom_now)
-            finally:
-                close(pidfd)
-                close(r)
-                self._finish(pid)
-            wall, cpu_before, oom_before, cpu_now, oom_now = _monotonic() - start, cpu_now, oom_now, meter.cpu(), meter.oom_kills()
-            cpu = cpu_now - cpu_before
-            self._reply(fd_out, buf, _verdict(verdict, status, cpu, oom_now - oom_before, timeout_s), status, cpu, wall)
-            self._clean()
+            pid = r = w = 0  # the call's process number is freed here, before `scrub` overwrites it
+            scrub()
 
-    def _reply(self, fd_out: int, buf: bytes, verdict: bytes, status: int, cpu: float, wall: float) -> None:
-        reply = b"%d %.6f %.6f %s\n" % (status, cpu, wall, verdict) + buf
-        data = len(reply).to_bytes(4, "big") + reply
-        while data:
-            data = data[OS.write(fd_out, data) :]
+    def _call(self, pid: int, r: int) -> bool:
+        """One call, from the fork to the reply (steps 2-4); False when none came. The
+        baselines are taken here, after the fork: the child never holds a total."""
+        cpu_before, oom_before = self.meter.cpu(), self.meter.oom_kills()
+        self.world.forked()
+        if OS.readv(r, (self.one,)) != 1 or self.one[0] != 83:  # b"S": it read a request
+            OS.close(r)
+            self._finish(pid)
+            return False
+        start, pidfd = _monotonic(), OS.pidfd_open(pid)
+        try:
+            n, status, verdict = self._collect(pid, pidfd, r, start + self.wall_s, cpu_before, oom_before)
+        finally:
+            OS.close(pidfd)
+            OS.close(r)
+            self._finish(pid)
+        wall = _monotonic() - start
+        cpu, ooms = self.meter.cpu() - cpu_before, self.meter.oom_kills() - oom_before
+        self._reply(n, _verdict(verdict, status, cpu, ooms, self.limits["timeout_s"]), status, cpu, wall)
+        del cpu_before, oom_before, start, n, status, verdict, wall, cpu, ooms, pid, pidfd
+        self._clean()
+        return True
+
+    def _reply(self, n: int, verdict: bytes, status: int, cpu: float, wall: float) -> None:
+        """Header and message go out of the fixed frame buffer (zeroed by `_scrub`)."""
+        head = HEAD % (status, cpu, wall, verdict)
+        size = len(head) + n
+        view = self.view
+        view[4 : 4 + len(head)] = head
+        _pack_into(">I", self.frame, 0, size)
+        del head
+        done = 0
+        while done < size + 4:
+            done += OS.write(self.fd_out, view[done : size + 4])
+
+    def _scrub(self) -> None:
+        """Before the next fork: zero what the fixed buffers held, and overwrite the freed
+        objects the call's numbers and texts left (floats: the interpreter's free list, the
+        rest: allocation reuses the blocks freed last) with constants made the same way."""
+        used, self.used = self.used, BODY
+        self.view[:used] = self.zeros[:used]
+        self.meter.scrub()
+        head = HEAD % (0, 0.0, 0.0, b"-")
+        zero, big = self.zero, self.big
+        floats = [zero * 1.0 for _ in range(SCRUB_FLOATS)]
+        ints = [big + 0 for _ in range(SCRUB_INTS)]
+        texts = [bytes(k) for k in SCRUB_TEXTS for _ in range(SCRUB_EACH)]
+        del head, floats, ints, texts, used
 
     def _clean(self) -> None:
         """After the reply: the call's /tmp goes (unmounted; without root, emptied)."""
@@ -166,13 +225,13 @@ class Zygote:
             self._clear_tmp(left)
 
     def _collect(self, pid: int, pidfd: int, r: int, deadline: float, cpu_before: float, oom_before: int):
-        """The child's message, its wait status, and why it was killed (b"wall", b"cpu",
-        b"memory", b"output" or None). The pipe may outlive the child (a process it started
-        holds it): the child's exit (its pidfd) ends the call. A message past `max_message`
-        kills the call's tree at once and is not read further (b"output"): draining a flood
-        for the call cost this process, outside the call's CPU accounting and at its raised
-        priority, 1.1-3.0 s of CPU per call limited to 0.5 s."""
-        buf, verdict, fds = b"", None, [pidfd, r]
+        """(bytes of the child's message now in the frame buffer, its wait status, why it was
+        killed: b"wall", b"cpu", b"memory", b"output" or None). The pipe may outlive the child
+        (a process it started holds it): the child's exit (its pidfd) ends the call. A message
+        past `max_message` kills the call's tree at once and is not read further (b"output"):
+        draining a flood for the call cost this process, outside the call's CPU accounting and
+        at its raised priority, 1.1-3.0 s of CPU per call limited to 0.5 s."""
+        n, verdict, fds = 0, None, [pidfd, r]
         next_check = _monotonic() + POLL_S
         while True:
             now = _monotonic()
@@ -184,26 +243,37 @@ class Zygote:
             wait = None if verdict is not None else max(0.0, min(deadline, next_check) - now)
             ready = _select(fds, (), (), wait)[0]
             if r in ready:
-                chunk = OS.read(r, 1 << 16)
-                if not chunk:
+                n, more = self._take(r, n, False)
+                if not more or n > self.max_message:
                     fds = [pidfd]
-                buf += chunk
-                if len(buf) > self.max_message:  # no honest child writes this much: kill, stop reading
-                    buf, fds = b"", [pidfd]
-                    if verdict is None:
-                        verdict = b"output"
-                        self._kill_all(pid)
+                if n > self.max_message and verdict is None:  # no honest child writes this much
+                    verdict = b"output"
+                    self._kill_all(pid)
             if pidfd in ready:
                 status = OS.waitpid(pid, 0)[1]
                 if len(fds) == 2:
                     OS.set_blocking(r, False)
-                    try:
-                        buf += OS.read(r, self.max_message + 1 - len(buf))
-                    except OSError:
-                        pass
-                if len(buf) > self.max_message:
-                    buf, verdict = b"", verdict or b"output"
-                return buf, status, verdict
+                    n = self._take(r, n, True)[0]
+                return (n if n <= self.max_message else 0), status, verdict
+
+    def _take(self, r: int, n: int, drain: bool):
+        """Read from the pipe into the frame buffer after the `n` bytes there: once (select
+        said it is ready), or until it is empty (`drain`: the child is gone). (The new count,
+        max_message + 1 meaning over the limit; whether the pipe may hold more.)"""
+        end, more = BODY + self.max_message + 1, True
+        while BODY + n < end:
+            try:
+                got = OS.readv(r, (self.view[BODY + n : end],))
+            except OSError:  # drained (the pipe is non-blocking by then)
+                break
+            n += got
+            if not got:
+                more = False
+                break
+            if not drain:
+                break
+        self.used = max(self.used, BODY + n)
+        return n, more
 
     def _over(self, cpu_before: float, oom_before: int):
         """b"memory" / b"cpu" when the running call's tree went over a limit, else None."""

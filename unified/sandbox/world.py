@@ -19,7 +19,9 @@ This source is executed by the worker (`sandbox.worker`) into a namespace of its
 SysV IPC and POSIX message queues are not on the seccomp allowlist, which `lock` loads
 once, in the zygote before its first fork (`sandbox.seccomp_filter`, `sandbox.allowlist`):
 every call inherits it (every system call not listed answers EPERM; the zygote's own mount,
-umount2, setns and unshare are listed, and a call's lack of capabilities refuses it those). Each step that cannot be taken (no root) is skipped
+umount2, setns and unshare are listed, and a call's lack of capabilities refuses it those).
+Just after each fork the child loads the call's own filter on top (`seal`: pipes, sockets and
+pidfds, which the zygote needs and a call must not make). Each step that cannot be taken (no root) is skipped
 and the isolation report says so.
 """
 
@@ -29,7 +31,7 @@ import os
 CLONE_NEWPID = 0x20000000
 MS_NOSUID, MS_NODEV, MS_MOVE, MNT_DETACH = 2, 4, 8192, 2
 SPENT = b"/.spent/tmp"  # made by sandbox.jail, below a directory only root may enter
-_pread, _pwrite = os.pread, os.pwrite  # before the guards
+_pread, _pwrite, _exit = os.pread, os.pwrite, os._exit  # before the guards
 PR_SET_SECCOMP, SECCOMP_MODE_FILTER = 22, 2
 
 
@@ -38,17 +40,15 @@ class _SockFprog(ctypes.Structure):
 
 
 class World:
-    def __init__(self, fds: dict, tmp: str, uid: int, max_file_mb: int, bpf):
+    def __init__(self, fds: dict, tmp: str, uid: int, max_file_mb: int, bpf, call_bpf=None):
         self.libc = ctypes.CDLL(None, use_errno=True)
         self.libc.mount.argtypes = [ctypes.c_char_p] * 3 + [ctypes.c_ulong, ctypes.c_char_p]
         self.pidns, self.oom_adj = fds.get("pidns", -1), fds.get("oom_adj", -1)
         self.home_adj = _pread(self.oom_adj, 16, 0).strip() if self.oom_adj >= 0 else b"0"
         self.tmp = os.fsencode(tmp)
         self.options = f"size={max_file_mb}m,nr_inodes=4096,mode=0700,uid={uid},gid={uid}".encode()
-        self.filter = None
-        if bpf:
-            self.buffer = ctypes.create_string_buffer(bytes(bpf), len(bpf))  # kept alive with the program
-            self.filter = _SockFprog(len(bpf) // 8, ctypes.cast(self.buffer, ctypes.c_void_p))
+        self.filter = _program(bpf)
+        self.call_filter = _program(call_bpf)
         self.new_pidns = self.new_tmpfs = self.mounted = self.spent = False
         if uid >= 0:  # root: learn which steps this kernel allows
             libc = self.libc
@@ -95,3 +95,24 @@ class World:
         report says whether the kernel took it."""
         if self.filter is not None:
             self.report["seccomp"] = self.libc.prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, ctypes.byref(self.filter), 0, 0) == 0
+
+    def seal(self) -> None:
+        """In a call's child, just after the fork: the call's own filter on top of the zygote's
+        (`seccomp_filter.call_bpf`): what the zygote needs between calls and a call must not have
+        (pipes, sockets, pidfds: the objects whose inode numbers come from machine-wide counters
+        that a call could move for the next call to read). A few instructions per system call."""
+        loaded = self.call_filter is None or not self.report["seccomp"]  # no filter here at all: nothing to add
+        if not loaded and self.libc.prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, ctypes.byref(self.call_filter), 0, 0) != 0:
+            _exit(71)  # never run a call without it
+
+
+_KEEP = []  # the filters' instruction buffers, alive as long as the process
+
+
+def _program(bpf):
+    """A struct sock_fprog over the BPF bytes, or None."""
+    if not bpf:
+        return None
+    buffer = ctypes.create_string_buffer(bytes(bpf), len(bpf))
+    _KEEP.append(buffer)
+    return _SockFprog(len(bpf) // 8, ctypes.cast(buffer, ctypes.c_void_p))
