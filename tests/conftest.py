@@ -7,6 +7,25 @@ import pytest
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 
+def _cpu_line() -> str:
+    from unified.machine import cpu_info
+
+    cpu = cpu_info()
+    flags = ", ".join(f for f in ("avx512_bf16", "amx_bf16") if cpu[f]) or "no bf16 matrix units"
+    return f"cpu: {cpu['kind']} ({cpu['model']}; {flags}; {cpu['cores']} cores)"
+
+
+def pytest_report_header(config):
+    """The CPU this run used, in its log (at the top, and again at the end, which `-q` keeps):
+    bf16 numerics and the multinode tests' timings differ between CPU kinds (AMD EPYC without
+    AMX, Intel Xeon with AMX)."""
+    return _cpu_line()
+
+
+def pytest_terminal_summary(terminalreporter):
+    terminalreporter.write_line(_cpu_line())
+
+
 def pytest_collection_modifyitems(config, items):
     try:
         import torch

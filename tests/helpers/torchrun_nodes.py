@@ -5,6 +5,7 @@ restartable launch without it, unified/trainer/distributed.py says why)."""
 
 from __future__ import annotations
 
+import contextlib
 import signal
 import socket
 import subprocess
@@ -14,7 +15,7 @@ from pathlib import Path
 
 import psutil
 
-from tests.helpers.e2e import FAST, REPO, env
+from tests.helpers.e2e import FAST, REPO, busy_cores, env, final_weights, metrics_rows
 
 RUN = ["--rounds", "3", "--resume", "auto", "trainer.deterministic=true"]
 
@@ -76,3 +77,31 @@ def kill_after_first_checkpoint(out_dir: Path, agents: list[subprocess.Popen]) -
         time.sleep(0.2)
     trainer_of_rank(agents, "1").send_signal(signal.SIGKILL)
     assert not (out_dir / "checkpoints" / "round_000003").exists()  # the kill came before the run's end
+
+
+def side_by_side(root: Path, busy: int = 0) -> tuple[Path, Path]:
+    """Two undisturbed two-agent runs started together, with `busy` CPU-burning processes
+    alongside (ended by pid); -> their output folders, both finished."""
+    first, second = root / "first", root / "second"
+    with busy_cores(busy) if busy else contextlib.nullcontext():
+        a, b = launch(first), launch(second)
+        try:
+            finish(first, a)
+            finish(second, b)
+        finally:
+            stop(a + b)
+    return first, second
+
+
+def differences(a: Path, b: Path) -> dict:
+    """What two finished runs of one config differ in, bit for bit: the final weights' tensors
+    (their names) and each round's `train/` and `weights/` metrics (round, key, both values);
+    empty lists when they are identical."""
+    wa, wb = final_weights(a), final_weights(b)
+    tensors = sorted(k for k in wa.keys() | wb.keys() if k not in wa or k not in wb or not wa[k].equal(wb[k]))
+    metrics = []
+    for ra, rb in zip(metrics_rows(a), metrics_rows(b), strict=True):
+        for key in sorted(k for k in ra.keys() | rb.keys() if k.startswith(("train/", "weights/"))):
+            if ra.get(key) != rb.get(key):
+                metrics.append((ra["round"], key, ra.get(key), rb.get(key)))
+    return {"tensors": tensors, "metrics": metrics}

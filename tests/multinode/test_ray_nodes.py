@@ -22,10 +22,11 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 
 from tests.helpers import ray_nodes
+from tests.helpers.need_ray import real_ray
 from unified.sandbox.executor import ExecCall, Executor, ExecutorConfig
 from unified.sandbox.executor_ray import RayExecutor
 
-ray = pytest.importorskip("ray", reason="ray is not installed")
+ray = real_ray()
 pytestmark = [pytest.mark.multinode, pytest.mark.slow, pytest.mark.timeout(1800)]
 
 HEAD_CPUS, NODE_CPUS = 4, 2  # a head with room to spare: a small batch would fit on it alone

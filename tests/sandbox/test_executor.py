@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.helpers.need_ray import real_ray
 from unified.sandbox.executor import (
     ExecCall,
     Executor,
@@ -222,7 +223,7 @@ def test_ray_backend_runs_batches_in_order(monkeypatch):
     """With no `executor.ray_address` the executor starts a Ray instance of its own, on
     loopback, and shuts it down on close: a stranger's address in the environment (a stale or
     foreign session) is never joined."""
-    ray = pytest.importorskip("ray", reason="ray is not installed")
+    ray = real_ray()
     if ray.is_initialized():
         pytest.skip("this process is already connected to a Ray instance")
     monkeypatch.setenv("RAY_ADDRESS", "127.0.0.1:9")  # nothing listens there: joining it would fail

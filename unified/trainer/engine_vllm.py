@@ -152,6 +152,7 @@ class VLLMEngine(Engine):
         self.last_push_path = ""
         self._shapes, self._required = _parameter_shapes(model_path)
         self.llm = vllm.LLM(**kwargs)
+        compile_grammars_in_line(self.llm)
         assert_world_size()
         super().__init__(self.llm.get_tokenizer(), max_model_len, retries, retry_backoff_s)
 
@@ -260,6 +261,27 @@ class VLLMEngine(Engine):
             del llm
             if torch.cuda.is_available():
                 torch.cuda.empty_cache()
+
+
+def compile_grammars_in_line(llm) -> bool:
+    """Make the in-process engine compile each request's grammar when the request is added,
+    not on vLLM's thread pool; -> False where it cannot (an engine core in another process).
+
+    With the pool, the scheduler leaves out of a step every request whose grammar is not
+    compiled yet (WAITING_FOR_STRUCTURED_OUTPUT_GRAMMAR), so which requests share a prefill
+    batch, and with it the float rounding of their logits (behaviour log-probs, now and then
+    a sampled token), depends on how fast that thread ran: two runs of one config differed in
+    round 1 on a busy machine (issue 61). In line, every request of a `generate` is ready at
+    the first step, whatever the machine's load. vLLM's own switch is the flag below (it turns
+    the pool off itself for `external_launcher`, for the same reason across TP ranks)."""
+    core = getattr(getattr(llm.llm_engine, "engine_core", None), "engine_core", None)
+    manager = getattr(core, "structured_output_manager", None)
+    if manager is None or not hasattr(manager, "_use_async_grammar_compilation"):
+        log.warning("vLLM's engine core is not in this process: grammars compile on its thread pool, "
+                    "and constrained batches may depend on the machine's load (docs/design.md)")
+        return False
+    manager._use_async_grammar_compilation = False
+    return True
 
 
 def _parameter_shapes(model_path: str) -> tuple[dict[str, tuple[int, ...]] | None, set[str]]:
