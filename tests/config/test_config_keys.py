@@ -38,7 +38,7 @@ VALUES = {
     "algorithm.adv_estimator": "rloo", "algorithm.norm_adv_by_std_in_grpo": "false", "algorithm.gamma": "0.99",
     "algorithm.policy_loss": "gspo", "algorithm.clip_ratio_low": "0.1", "algorithm.clip_ratio_high": "0.28",
     "algorithm.clip_ratio_c": "2.0", "algorithm.loss_agg_mode": "seq-mean-token-mean", "algorithm.entropy_coeff": "0.001",
-    "algorithm.zero_variance": "keep", "algorithm.sft_coef": "0.5", "algorithm.use_kl_loss": "true", "algorithm.kl_loss_coef": "0.01",
+    "algorithm.zero_variance": "keep", "algorithm.sft_coef": "0.5", "algorithm.consolidate_passes": "3", "algorithm.consolidate_margin": "0.5", "algorithm.use_kl_loss": "true", "algorithm.kl_loss_coef": "0.01",
     "algorithm.kl_loss_type": "mse", "algorithm.lr": "5e-5", "algorithm.weight_decay": "0.01",
     "algorithm.betas": "[0.9,0.95]", "algorithm.grad_clip": "0.5", "algorithm.ppo_epochs": "2",
     "algorithm.mini_batch_size": "32", "algorithm.micro_batch_size": "4", "algorithm.accum_steps": "1", "algorithm.share_prompts": "false",

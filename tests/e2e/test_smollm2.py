@@ -189,3 +189,29 @@ def test_a_round_with_the_supervised_term_trains_each_found_answer_once(tmp_path
     start = load_file(str(smollm2.model_dir() / "model.safetensors"))
     end = e2e.final_weights(out)
     assert any(not start[k].equal(end[k]) for k in start)
+
+
+def test_a_round_with_consolidation_trains_its_targets_by_nll_and_pushes_them(tmp_path):
+    """`algorithm.consolidate_passes`: after the update, each problem whose greedy answer passes its
+    visible example (two problems SmolLM2's greedy answer solves on any CPU) is a target; with a
+    margin no answer reaches, every pass trains them all (plain NLL), the pass cap ends it, the
+    new weights reach the engine (the second greedy decoding runs on them) and the targets ride
+    in the checkpoint."""
+    import torch
+
+    from tests.helpers import e2e
+
+    out = tmp_path / "run"
+    cmd = [sys.executable, str(REPO / "train_unified.py"), f"--output-dir={out}", "--rounds", "1", *SMOLLM2_ROUND,
+           "benchmark.problem_ids=[Mbpp/404,Mbpp/227]", "pipeline.kinds=[solve]", "pipeline.mix=[solve:1.0]",
+           "algorithm.sft_coef=0", "algorithm.consolidate_passes=2", "algorithm.consolidate_margin=1000"]  # fmt: skip
+    proc = subprocess.run(cmd, cwd=REPO, env=e2e.env(), capture_output=True, text=True, timeout=1500)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
+    (m,) = e2e.metrics_rows(out)
+    assert m["consolidation/targets"] >= 1, "no greedy answer and no sample passed a visible example"
+    assert m["consolidation/passes"] == 2 and m["consolidation/steps"] >= 2 and m["consolidation/nll"] > 0
+    assert m["consolidation/held_before"] == m["consolidation/held_after"] == 0  # the margin: unreachable
+    assert 0 <= m["consolidation/reproduced"] <= m["consolidation/targets"] and m["time/consolidation"] > 0
+    assert m["weights/version"] == m["train/steps"] + m["consolidation/steps"]
+    state = torch.load(next((out / "checkpoints").glob("round_*")) / "state.pt", weights_only=False)
+    assert len(state["targets"]) == m["consolidation/targets"]

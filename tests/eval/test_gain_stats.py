@@ -89,3 +89,37 @@ def test_versus_leaves_out_noise_and_seeds_only_one_arm_has():
     out = versus(a, b, noisy=["A"])
     assert out["seeds"] == [0] and out["problems"] == 2 and (out["only_a"], out["only_b"]) == (1, 0)
     assert out["difference"] == 0.5 and out["noisy_problems"] == ["A"]
+
+
+def test_the_permutation_p_is_small_for_a_consistent_gain_and_one_for_none():
+    from unified.eval.gain_stats import permutation_p
+
+    ids = [f"p{i}" for i in range(40)]
+    control = {i: 0 for i in ids}
+    gained = [{i: int(k < 12) for k, i in enumerate(ids)} for _ in range(3)]  # 12 of 40 gained by every seed
+    assert permutation_p(control, gained, resamples=20_000) < 0.001
+    assert permutation_p(control, [dict(control)] * 3) == 1.0
+    solved = {i: int(k < 6) for k, i in enumerate(ids)}  # the control solves 6
+    swapped = [{i: int(k < 3 or 10 <= k < 13) for k, i in enumerate(ids)}] * 2  # 3 lost, 3 others gained
+    assert permutation_p(solved, swapped, resamples=20_000) > 0.5
+    lost = [{i: int(k < 3) for k, i in enumerate(ids)}, {i: int(3 <= k < 6) for k, i in enumerate(ids)}]
+    assert permutation_p(solved, lost, resamples=20_000) == pytest.approx(2 / 64, abs=0.005)  # 6 halves, all down: 2/2^6
+
+
+def test_the_problems_and_seeds_interval_is_wider_than_problems_alone_when_seeds_disagree():
+    from unified.eval.gain_stats import paired_bootstrap_ci, problems_seeds_ci
+
+    ids = [f"p{i}" for i in range(60)]
+    control = {i: 0 for i in ids}
+    seeds = [{i: int(k < 20) for k, i in enumerate(ids)}, {i: int(k < 2) for k, i in enumerate(ids)}]
+    lo, hi = problems_seeds_ci(control, seeds)
+    plo, phi = paired_bootstrap_ci(control, seeds)
+    assert lo <= plo and hi >= phi and hi - lo > phi - plo
+    assert lo < sum(sum(s.values()) for s in seeds) / (2 * 60) < hi
+
+
+def test_holm_adjusts_step_down_and_keeps_the_order():
+    from unified.eval.gain_stats import holm
+
+    assert holm([0.01, 0.04, 0.03]) == pytest.approx([0.03, 0.06, 0.06])
+    assert holm([0.5]) == [0.5] and holm([]) == []

@@ -2,6 +2,7 @@
 and `python -m unified.eval --n N --temperature T` writing it next to greedy pass@1."""
 
 import json
+import math
 import subprocess
 import sys
 from pathlib import Path
@@ -123,3 +124,27 @@ def test_the_rounds_greedy_pass_at_1_gives_graded_verdicts_with_staged_calls():
     assert staged == reference == {"Mbpp/2": 1.0, "Mbpp/3": 0.0, "Mbpp/4": 0.0, "Mbpp/6": 0.0}
     # three programs' first cases, then the rest for the two right there
     assert counting.calls == 3 + (len(problems[0].hidden) - 1) + (len(problems[1].hidden) - 1)
+
+
+def test_a_rounds_pass_at_k_counts_every_sample_drawn_for_a_problem_not_the_group_size():
+    """Discovery draws up to `pipeline.discovery_n` samples where nothing passed yet: 4 passing
+    programs of 32 drawn are 4/32 at k=1, not 4 of the group size 8 (the bug: 0.5)."""
+    from types import SimpleNamespace
+
+    from unified.benchmarks.hidden import with_expected_outputs
+    from unified.benchmarks.load import load_problems
+    from unified.eval.pass_at_k import round_pass_at_k
+    from unified.sandbox.executor import ExecutorConfig
+    from unified.sandbox.executors import build_executor
+    from unified.types import Completion, Program
+
+    with build_executor(ExecutorConfig(workers=2, timeout_s=2.0)) as executor:
+        wide, narrow = with_expected_outputs(load_problems("mbpp", ids=["Mbpp/2", "Mbpp/3"]), executor.run_batch)
+        wrong = "def {}(*a):\n    return 'wrong'\n"
+        programs = [Program(p.problem_id, f"{p.problem_id}#p{i}", p.canonical_solution if i < 4 else wrong.format(p.entry_point),
+                            p.entry_point) for p, drawn in ((wide, 32), (narrow, 8)) for i in range(drawn)]  # fmt: skip
+        completions = {p.problem_id: [Completion("", (), (), (), "stop", 0)] * drawn for p, drawn in ((wide, 32), (narrow, 8))}
+        data = SimpleNamespace(problems=(wide, narrow), program_candidates=tuple(programs), program_completions=completions)
+        got = round_pass_at_k(data, executor, 8, [1, 8])
+    assert got[1] == [pytest.approx(4 / 32), pytest.approx(4 / 8)]
+    assert got[8] == [pytest.approx(1 - math.comb(28, 8) / math.comb(32, 8)), 1.0]

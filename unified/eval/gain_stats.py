@@ -12,6 +12,9 @@ seed. Pure functions over dicts `problem id -> 0/1`.
     paired_bootstrap_ci(control, seeds)   95% interval of the mean-over-seeds gain, problems resampled
     noisy_problems(repeats)        problems whose control outcome differs between repeated evaluations
     versus(a, b)                   two trained arms against each other, paired by seed (the same problems)
+    permutation_p(control, seeds)  paired sign-flip permutation test over problems of the mean-over-seeds gain
+    problems_seeds_ci(control, seeds)   95% interval of the gain, problems and seeds both resampled
+    holm(p_values)                 Holm's step-down adjustment for several comparisons
 
 McNemar's test is per seed (each seed against the control): the seeds share one control, so
 pooling their discordant pairs counts a problem once per seed and overstates the evidence.
@@ -67,6 +70,54 @@ def _bootstrap(diffs: Sequence[float], resamples: int, seed: int, level: float) 
     means = diffs[rng.integers(0, len(diffs), size=(resamples, len(diffs)))].mean(axis=1)
     lo, hi = np.quantile(means, [(1 - level) / 2, (1 + level) / 2])
     return float(lo), float(hi)
+
+
+def _differences(control: Mapping[str, float], seeds: Sequence[Mapping[str, float]], noisy: Sequence[str] = ()) -> np.ndarray:
+    """(seeds, problems) of after - control over the problems every seed and the control scored."""
+    ids = [i for i in control if i not in set(noisy) and control[i] is not None
+           and all(s.get(i) is not None for s in seeds)]  # fmt: skip
+    return np.array([[float(s[i]) - float(control[i]) for i in ids] for s in seeds], dtype=float).reshape(len(seeds), len(ids))
+
+
+def permutation_p(control: Mapping[str, float], seeds: Sequence[Mapping[str, float]], noisy: Sequence[str] = (),
+                  resamples: int = 100_000, seed: int = 0) -> float:  # fmt: skip
+    """Two-sided paired permutation p of the mean-over-seeds gain: under H0 (training changes
+    nothing) each problem's difference (its seeds' mean minus the control) is as likely with
+    either sign, so the signs are flipped at random (scipy's `permutation_test`, one sample)."""
+    from scipy.stats import permutation_test
+
+    d = _differences(control, seeds, noisy)
+    if d.size == 0 or not d.any():
+        return 1.0
+    per_problem = d.mean(axis=0)
+    test = permutation_test((per_problem,), np.mean, permutation_type="samples", n_resamples=resamples,
+                            alternative="two-sided", random_state=seed)  # fmt: skip
+    return float(test.pvalue)
+
+
+def problems_seeds_ci(control: Mapping[str, float], seeds: Sequence[Mapping[str, float]], noisy: Sequence[str] = (),
+                      resamples: int = 10_000, seed: int = 0, level: float = 0.95) -> tuple[float, float]:  # fmt: skip
+    """Percentile interval of the mean gain when both the problems and the seeds are resampled
+    with replacement (a hierarchical bootstrap: it carries the seed-to-seed spread as well)."""
+    d = _differences(control, seeds, noisy)
+    if d.size == 0:
+        return (0.0, 0.0)
+    rng = np.random.default_rng(seed)
+    rows = rng.integers(0, d.shape[0], size=(resamples, d.shape[0]))
+    cols = rng.integers(0, d.shape[1], size=(resamples, d.shape[1]))
+    means = np.array([d[r][:, c].mean() for r, c in zip(rows, cols)])
+    lo, hi = np.quantile(means, [(1 - level) / 2, (1 + level) / 2])
+    return float(lo), float(hi)
+
+
+def holm(p_values: Sequence[float]) -> list[float]:
+    """Holm's step-down adjusted p-values (family-wise error), in the input's order."""
+    order = sorted(range(len(p_values)), key=lambda i: p_values[i])
+    out, running = [0.0] * len(p_values), 0.0
+    for rank, i in enumerate(order):
+        running = max(running, min(1.0, (len(p_values) - rank) * p_values[i]))
+        out[i] = running
+    return out
 
 
 def versus(a: Mapping[int, Mapping[str, float]], b: Mapping[int, Mapping[str, float]], noisy: Sequence[str] = ()) -> dict:

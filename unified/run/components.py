@@ -30,6 +30,7 @@ from unified.benchmarks.hidden import with_expected_outputs
 from unified.benchmarks.load import BenchmarkError, load_problems
 from unified.errors import UserError
 from unified.models.resolve import load_tokenizer, resolve_model_path
+from unified.pipeline import consolidation
 from unified.run.colocate import Colocation, resolve_sleep
 from unified.run.phase5 import Learner
 from unified.run.telemetry import ComputeLedger, MeteredEngine
@@ -73,6 +74,8 @@ class Components:
     signal_history: dict = field(default_factory=dict)
     # problem id -> its newest phase-1 completion that passed the visible examples (pipeline/discovery.py)
     found: dict = field(default_factory=dict)
+    # problem id -> its consolidation target (pipeline/consolidation.py; algorithm.consolidate_passes)
+    targets: dict = field(default_factory=dict)
 
     @property
     def checkpoint_dir(self) -> Path:
@@ -158,17 +161,19 @@ def build_components(cfg: TrainConfig, inputs: Inputs) -> Components:
     ref_policy = reference_policy(cfg, info.device, dtype) if cfg.algorithm.use_kl_loss else None
     aggregator = build_aggregator(cfg.algorithm, policy, snapshot_dir=out_dir / "snapshots")
     ledger = ComputeLedger()
-    start, history, signals, found = _restore(resume, aggregator, engine, ledger, info.rank) if resume is not None else (1, [], {}, {})
+    start, history, signals, found, targets = (_restore(resume, aggregator, engine, ledger, info.rank) if resume is not None
+                                               else (1, [], {}, {}, {}))  # fmt: skip
     colocation = Colocation(engine, resolve_sleep(rollout.sleep_between_phases, rollout.backend))
     learner = Learner(aggregator, cfg.algorithm, engine, tokenizer.pad_token_id, t.update_weights, colocation, ref_policy, ledger)
     return Components(cfg, info, problems, all_ids, tokenizer, policy, engine, executor, aggregator, learner,
-                      inputs.config_yaml, out_dir, start, resume, ledger, history, dtype, signals, found)  # fmt: skip
+                      inputs.config_yaml, out_dir, start, resume, ledger, history, dtype, signals, found, targets)  # fmt: skip
 
 
-def _restore(resume: Path, aggregator, engine, ledger, rank: int) -> tuple[int, list, dict, dict]:
+def _restore(resume: Path, aggregator, engine, ledger, rank: int) -> tuple[int, list, dict, dict, dict]:
     """The checkpoint's optimizer, aggregator, compute ledger and RNG state, in place;
     -> (the first round to run, the eval history for the scaling fit, each problem's
-    signal history for selective sampling, each problem's found passing answer)."""
+    signal history for selective sampling, each problem's found passing answer, each
+    problem's consolidation target)."""
     state, optimizer_state = ckpt.load_checkpoint(resume)
     history, signals = [], {pid: tuple(h) for pid, h in state.get("signal_history", {}).items()}
     found = {pid: Completion(**{k: tuple(v) if isinstance(v, list) else v for k, v in c.items()})
@@ -184,7 +189,7 @@ def _restore(resume: Path, aggregator, engine, ledger, rank: int) -> tuple[int, 
     ckpt.set_rng_state(state["rng"])
     start = int(state["round"]) + 1
     log.info("resumed from %s: continuing at round %d (version %d)", resume, start, aggregator.version)
-    return start, history, signals, found
+    return start, history, signals, found, consolidation.from_state(state.get("targets", {}))
 
 
 def reference_policy(cfg: TrainConfig, device, dtype: str):
@@ -216,6 +221,7 @@ def save(c: Components, round_index: int) -> Path | None:
     ledgers = all_gather(c.ledger.state_dict())  # each rank's own compute, restored per rank
     signals = {pid: list(h) for part in all_gather(c.signal_history) for pid, h in part.items()}  # every rank's problems
     found = {pid: asdict(comp) for part in all_gather(c.found) for pid, comp in part.items()}
+    targets = {pid: t for part in all_gather(consolidation.to_state(c.targets)) for pid, t in part.items()}
     state_dict = c.policy.full_state_dict()  # adapters merged: what transformers and vLLM load
     adapter = c.policy.adapter_state()
     if c.dist.rank != 0:
@@ -232,7 +238,8 @@ def save(c: Components, round_index: int) -> Path | None:
         write_model=write_model,
         optimizer_state=optimizer_state,
         state={"aggregator": c.aggregator.state_dict(), "world_size": c.dist.world_size,
-               "compute": ledgers, "eval_history": list(c.eval_history), "signal_history": signals, "found": found},
+               "compute": ledgers, "eval_history": list(c.eval_history), "signal_history": signals, "found": found,
+               "targets": targets},
         config_yaml=c.config_yaml,
         keep=c.cfg.trainer.keep_checkpoints,
     )

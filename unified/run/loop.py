@@ -30,6 +30,7 @@ from unified.pipeline.parquet_io import write_round, write_rows
 from unified.pipeline.phases import build_round_data
 from unified.run import measure, metrics
 from unified.run.components import Components, build_components, check_inputs, close, phase_engine, save
+from unified.run.consolidation import consolidate_round
 from unified.run.phase5 import Phase5Result, phase_1_groups, replay_answers, train_on_tasks
 from unified.run.plots import plot_run
 from unified.run.runlog import FolderGuard, RunLock, RunLog, check_run_folder, memory_stats
@@ -120,6 +121,9 @@ def run_round(run: Components, runlog: RunLog, r: int, stop: StopRequest) -> boo
         return False
     with runlog.phase(r, "phase_5") as t5:
         result, rows = update_policy(run, r, data)
+    targets, consolidated = consolidate_round(run, data)  # found answers become greedy answers
+    run.targets.clear()
+    run.targets.update(targets)
     signal = selective.problems_with_signal(_groups(data.tasks, result.rollouts))
     run.signal_history.update(selective.observe(run.signal_history, selection.drawn, signal))
     run.found.update(discovery.update_found(run.found, data.program_completions, data.visible_passing))
@@ -133,6 +137,7 @@ def run_round(run: Components, runlog: RunLog, r: int, stop: StopRequest) -> boo
     scalars["tasks/found_total"] = all_reduce_int(len(run.found), "max")  # problems with a passing sample so far
     scalars.update(metrics.selection_metrics(all_gather((len(selection.drawn), len(selection.skipped), len(signal)))))
     scalars.update(measure.round_measures(run, data, scalars))  # pass@k, agreement labels, compute and the fit
+    scalars.update(consolidated)  # consolidation/*: targets, reproduced, lost, passes, seconds
     scalars.update(metrics.executor_metrics(run.executor))  # executor/: this round's sandbox calls and timeouts by kind
     scalars.update(metrics.state_metrics(run.aggregator, run.engine, memory_stats()))
     scalars.update(metrics.colocation_metrics(run.learner.colocation))  # memory/gpu_update_gib (CUDA), engine/sleeps

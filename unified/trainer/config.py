@@ -135,6 +135,11 @@ class AlgorithmConfig:
     # fixed advantage on every token, under the same clip (trainer/update.py `trainable`); 0: off. 1.0 (chosen
     # before any run, not tuned) is part of the default since 2026-11-28 (docs/discovery.md)
     sft_coef: float = 1.0
+    # consolidation (trainer/consolidate.py): after each round's update, each found problem's one answer is trained by
+    # plain NLL, outside the clip, until greedy decoding reproduces it (every token the argmax by this margin, in
+    # logits, under teacher forcing) or after this many passes; 0: off
+    consolidate_passes: int = 0
+    consolidate_margin: float = 1.0
     zero_variance: str = "drop"  # drop | keep: a group whose answers all got one reward (no gradient under GRPO)
     use_kl_loss: bool = False
     kl_loss_coef: float = 0.001
@@ -162,7 +167,8 @@ class AlgorithmConfig:
         if self.zero_variance not in ZERO_VARIANCE:
             raise ValueError(f"algorithm.zero_variance must be one of {ZERO_VARIANCE}, got {self.zero_variance!r}")
         _refuse("algorithm", {key: _must(getattr(self, key) >= 0, ">= 0", getattr(self, key))
-                              for key in ("lr", "weight_decay", "grad_clip", "kl_loss_coef", "sft_coef", "max_staleness", "keep_last_versions")})  # fmt: skip
+                              for key in ("lr", "weight_decay", "grad_clip", "kl_loss_coef", "sft_coef", "max_staleness", "keep_last_versions",
+                                          "consolidate_passes", "consolidate_margin")})  # fmt: skip
         if self.mini_batch_size not in (None, self.samples_per_step):
             raise ValueError(
                 f"algorithm.mini_batch_size={self.mini_batch_size} but micro_batch_size x accum_steps x "

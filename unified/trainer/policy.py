@@ -91,6 +91,13 @@ def token_logprobs_and_entropy(
     return logprobs, (_entropy(log_p, entropy_grad) if with_entropy else None)
 
 
+def answer_logits(model: torch.nn.Module, input_ids: torch.Tensor, attention_mask: torch.Tensor, r: int) -> torch.Tensor:
+    """(B, R, vocab) float logits at the R positions predicting the response tokens (the
+    layout of `token_logprobs_and_entropy`), for what reads more than the sampled token's
+    log-prob: greedy decoding's argmax (trainer/consolidate.py)."""
+    return _answer_states(model, input_ids, attention_mask, r, share=False, hidden=False)
+
+
 def _positions(attention_mask: torch.Tensor) -> torch.Tensor:
     """Positions counting real tokens only, as the engine numbers them (left padding shifts)."""
     return (attention_mask.long().cumsum(-1) - 1).clamp(min=0)

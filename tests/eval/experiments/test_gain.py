@@ -109,3 +109,48 @@ def test_attach_keeps_the_curve_and_the_transfer_under_the_issues_keys():
 def test_attach_refuses_keys_that_describe_another_result_with_one_line(curve, transfer, says):
     with pytest.raises(SystemExit, match=says):
         learning_gain.attach(_result(), curve=curve, transfer=transfer)
+
+
+def test_the_planned_keys_come_from_the_runs_metrics_and_outcomes():
+    """Consolidation per round, to_goal's median, tokens per gained problem, the equal-samples
+    baseline and the permutation p, read from a result body and its runs' rows, never typed."""
+    from unified.eval.experiments.planned import baseline_samples, planned
+
+    rows = [{"round": 1, "tasks/samples_phase_1": 800, "time/round": 600.0, "eval/pass@1": 0.05,
+             "consolidation/targets": 20, "consolidation/reproduced": 15, "consolidation/lost": 1, "consolidation/passes": 4,
+             "time/consolidation": 50.0},
+            {"round": 2, "tasks/samples_phase_1": 800, "time/round": 300.0, "eval/pass@1": 0.20,
+             "consolidation/targets": 25, "consolidation/reproduced": 24, "consolidation/lost": 0, "consolidation/passes": 2,
+             "time/consolidation": 30.0}]  # fmt: skip
+    assert baseline_samples(rows, 100) == 16 + 8 and baseline_samples([], 100) is None
+    ids = [f"p{i}" for i in range(30)]
+    control = {i: 0.0 for i in ids}
+    seeds = [{"seed": s, "per_problem_after": {i: float(k < 8 + s) for k, i in enumerate(ids)}, "metrics_per_round": rows,
+              "pass_at_1_after": 0.3} for s in (0, 1, 2)]  # fmt: skip
+    result = {"problems": ids, "per_problem_before": control, "pass_at_1_before": 0.05, "seeds": seeds, "noisy_problems": [],
+              "gained_problems": {"0": ids[:8], "1": ids[:9], "2": []}, "generated_tokens": {"0": 8000, "1": 9000, "2": 100}}
+    out = planned(result, {"pass@1_select_visible": 0.15}, {0: {"complete": True, "pass@1_select_visible": 0.3},
+                                                           1: {"complete": True, "pass@1_select_visible": 0.2}})  # fmt: skip
+    assert out["consolidation"]["1"] == [
+        {"round": 1, "targets": 20, "reproduced": 15, "lost": 1, "passes": 4, "held_before": None, "held_after": None,
+         "steps": None, "seconds": 50.0},
+        {"round": 2, "targets": 25, "reproduced": 24, "lost": 0, "passes": 2, "held_before": None, "held_after": None,
+         "steps": None, "seconds": 30.0}]  # fmt: skip
+    # control 0.05 + 0.10: round 2's start (after 1 trained round, 10 minutes) reaches 0.20
+    assert out["to_goal"]["per_seed"]["0"] == {"after_rounds": 1, "pass_at_1": 0.20, "minutes": 10.0}
+    assert out["to_goal"]["median_minutes"] == 10.0
+    assert out["generated_tokens_per_gained_problem"] == {"0": 1000.0, "1": 1000.0, "2": None}
+    assert out["sample_filter_baseline"] == {"samples_per_problem": 1600 // 30 + 1 + 8, "pass_at_1": 0.15, "trained_select_visible_n8": 0.25,
+                                             "trained_seeds": [0, 1]}  # fmt: skip
+    assert out["permutation_p"] < 0.01 and out["ci95_problems_seeds"][0] > 0
+
+
+def test_the_confirm_split_runs_only_for_a_recipe_frozen_in_an_ancestor_commit():
+    from unified.eval.experiments.gain import frozen_recipe
+
+    with pytest.raises(SystemExit, match="--recipe-commit"):
+        frozen_recipe("confirm", None)
+    with pytest.raises(SystemExit, match="not a commit the running code descends from"):
+        frozen_recipe("confirm", "0" * 40)
+    head = frozen_recipe("confirm", "HEAD")
+    assert len(head) == 40 and frozen_recipe("tune", None) is None

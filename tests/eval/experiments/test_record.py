@@ -17,7 +17,7 @@ CLAIMS = {"gain": "test_time_gain*.json", "transfer": "transfer*.json", "sweep":
           "agreement_labels": "agreement_labels*.json", "answer_shapes": "answer_shapes*.json", "curve": "curve_*.json",
           "levers": "*_levers*.json", "arm_gap": "*_arms_*.json", "compare_arms": "mix_vs_solo.json",
           "selective_cost": "selective_cost.json", "evalplus_check": "evalplus_check.json"}  # fmt: skip
-NOT_CLAIMS = {"record", "results_table", "summary_plot", "rescore"}  # rescore writes test_time_gain_*rescored.json
+NOT_CLAIMS = {"record", "results_table", "summary_plot", "rescore", "planned"}  # rescore: test_time_gain_*rescored.json; planned: gain's keys
 
 
 @pytest.mark.parametrize("path", CLAIMED, ids=[p.name for p in CLAIMED])
@@ -91,11 +91,23 @@ def test_the_front_page_picture_is_drawn_from_the_json(tmp_path):
     from unified.eval.experiments import summary_plot
 
     result = tmp_path / "r.json"
-    result.write_text(json.dumps({"benchmark": "mbpp", "rounds": 3, "per_problem_before": {"a": 0.0, "b": 1.0},
-                                  "seeds": [{"seed": 0, "per_problem_after": {"a": 1.0, "b": 1.0}}]}))  # fmt: skip
-    curve = tmp_path / "c.json"
-    curve.write_text(json.dumps({"problems": ["a", "b"], "curve": [{"round": 0, "pass_at_1": 0.5}, {"round": 1, "pass_at_1": 1.0}]}))
-    out = summary_plot.plot(result, curve, tmp_path / "s.png")
+    rounds = [{"round": 1, "eval/pass@1": 0.5}, {"round": 2, "eval/pass@1": 0.5}]
+    result.write_text(json.dumps({"benchmark": "mbpp", "rounds": 2, "per_problem_before": {"a": 0.0, "b": 1.0},
+                                  "seeds": [{"seed": 0, "per_problem_after": {"a": 1.0, "b": 1.0}, "pass_at_1_after": 1.0,
+                                             "metrics_per_round": rounds},
+                                            {"seed": 1, "per_problem_after": {"a": 0.0, "b": 1.0}, "pass_at_1_after": 0.5}]}))  # fmt: skip
+    assert summary_plot.curves(json.loads(result.read_text())) == {0: [(0, 0.5), (1, 0.5), (2, 1.0)]}  # seed 1: no rounds
+    out = summary_plot.plot(result, tmp_path / "s.png")
     assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    curve = tmp_path / "c.json"
+    curve.write_text(json.dumps({"problems": ["a", "b"], "curve": [{"round": 0, "pass_at_1": 0.5}]}))
     with pytest.raises(UserError, match="no per-seed outcomes"):
-        summary_plot.plot(curve, curve, tmp_path / "t.png")
+        summary_plot.plot(curve, tmp_path / "t.png")
+
+
+def test_the_front_page_picture_defaults_to_the_headline_result():
+    from unified.eval.experiments import summary_plot
+
+    args = summary_plot.parser().parse_args([])
+    assert args.result == summary_plot.REPO / "docs" / "results" / "test_time_gain.json"
+    assert args.output == summary_plot.REPO / "docs" / "summary.png"

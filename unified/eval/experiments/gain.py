@@ -21,10 +21,18 @@ Steps (each resumes: a killed bench continues where it stopped; `--collect` only
    (`unified.models.compact`, the bf16 delta of the changed tensors) at `--weights`, which
    `python -m unified.eval --model <model_path>` re-scores to seed 0's `pass_at_1_after`.
 
-Problems: MBPP+ ids in a seeded random order (seed 0), split in two disjoint sets: `tune`
-(the first 100: hyper-parameters are chosen on these, unified/eval/experiments/sweep.py) and `report` (the
-other 299: results are reported on the first N, never tuned on). HumanEval: all 164 in
-order (its visible tests are the examples in the prompts).
+Problems (`unified/benchmarks/splits.py`): MBPP+ ids in a seeded random order, less the 21
+tasks EvalPlus v0.2 removed: `tune` (92: recipes are decided here), `report` (192: the
+exploratory results of earlier recipes, all chosen on them) and `confirm` (94: no decision
+saw them). `--split confirm` runs once, for a recipe frozen in a commit first: it needs
+`--recipe-commit SHA` (an ancestor of the running code), recorded as `recipe_commit`.
+HumanEval: all 164 in order (its visible tests are the examples in the prompts).
+
+With `--select-visible N` every seed's trained model and the control are also evaluated with
+`--select visible` at n = N, and the untrained model at the samples per problem the recipe
+drew over its rounds plus N (`sample_filter_baseline`: training against sample-and-filter at
+equal samples); the planned analysis (`planned.py`: permutation p, consolidation, to_goal) is
+added to the JSON.
 """
 
 from __future__ import annotations
@@ -39,6 +47,7 @@ from pathlib import Path
 from unified.benchmarks.splits import SPLIT_SEED, split_ids
 from unified.cli import exit_code
 from unified.eval.experiments.record import REPO, Record, repo_relative, settings
+from unified.eval.experiments.planned import baseline_samples, planned
 from unified.eval.failures import flip_classes, gain_split
 from unified.eval.gain_stats import flipped, noisy_problems, summary
 from unified.files import latest_checkpoint, read_jsonl
@@ -115,16 +124,46 @@ def run_all(args, ids, base: Path, overrides: list[str]) -> int:
 
 def run_select(args, ids, base: Path, env: dict) -> int:
     """`--select-visible N`: the answer a user gets (the first of N samples that passes the
-    visible examples, else the greedy one) for the control and seed 0's weights."""
+    visible examples, else the greedy one) for the control and every seed's weights, and for
+    the untrained model at the samples the recipe drew plus N (`sample_filter_baseline`)."""
     if not args.select_visible:
         return 0
-    seed0 = base / f"seed{args.seeds[0]}"
-    for model, out in ((args.model, base / "select_control"), (str(seed0 / "run" / "checkpoints"), seed0 / "select_after")):
+    jobs = [(args.model, base / "select_control", args.select_visible)]
+    jobs += [(str(base / f"seed{s}" / "run" / "checkpoints"), base / f"seed{s}" / "select_after", args.select_visible) for s in args.seeds]
+    budget = baseline_samples(_per_round(base / f"seed{args.seeds[0]}" / "run"), len(ids), args.select_visible)
+    jobs += [(args.model, base / "sample_filter", budget)] if budget else []
+    for model, out, n in jobs:
         if not _done(out):
-            cmd = evaluate_cmd(args, ids, model, out, args.select_visible) + ["--select", "visible"]
+            cmd = evaluate_cmd(args, ids, model, out, n) + ["--select", "visible"]
             if _run(cmd, out.with_suffix(".log"), env).wait() != 0:
                 return _fail(f"--select visible of {model}", out.with_suffix(".log"))
     return 0
+
+
+def with_plan(args, ids: list[str], base: Path, result: dict) -> dict:
+    """`result` with `select_visible`, the split, the recipe's commit and the planned keys."""
+    out = {**result, "select_visible": select_block(args, ids, base), "split": args.split, "recipe_commit": args.recipe_commit}
+    afters = {s: _json(base / f"seed{s}" / "select_after" / "eval_results.json") for s in args.seeds}
+    out.update(planned(out, _json(base / "sample_filter" / "eval_results.json"), {s: a for s, a in afters.items() if a}))
+    if out["select_visible"] is not None:  # the trained models' figure is the mean over seeds; seed 0's flips stay
+        block = out["select_visible"]
+        block.update(seed0_pass_at_1_after=block["pass_at_1_after"], pass_at_1_after=out["sample_filter_baseline"]["trained_select_visible_n8"])
+    return out
+
+
+def frozen_recipe(split: str, commit: str | None) -> str | None:
+    """The recipe's commit, checked: `--split confirm` needs one that the running code descends
+    from (the recipe was frozen before the confirm run started)."""
+    if commit is None:
+        if split == "confirm":
+            raise SystemExit("--split confirm needs --recipe-commit SHA: freeze the recipe in a commit first, then run "
+                             "the confirm split once with that commit")  # fmt: skip
+        return None
+    full = subprocess.run(["git", "rev-parse", "--verify", f"{commit}^{{commit}}"], cwd=REPO, capture_output=True, text=True)
+    if full.returncode != 0 or subprocess.run(["git", "merge-base", "--is-ancestor", full.stdout.strip(), "HEAD"],
+                                              cwd=REPO).returncode != 0:  # fmt: skip
+        raise SystemExit(f"--recipe-commit {commit}: not a commit the running code descends from; give the commit that froze the recipe")
+    return full.stdout.strip()
 
 
 def select_block(args, ids: list[str], base: Path) -> dict | None:
@@ -303,8 +342,8 @@ def _per_round(run: Path) -> list[dict]:
             "losses/total", "reward/parse_failure_rate", "time/round", "train/recomputed", "compute/generation_tokens",
             "compute/update_tokens", "tasks/found_problems", "tasks/found_total", "tasks/samples_phase_1",
             "train/replayed_groups", "train/supervised", "selective/signal", "eval/pass@1", "time/phase_1_4",
-            "time/phase_5")  # fmt: skip
-    prefixes = ("agreement/", "reward/parse_failure_rate_", "tasks/signal_", "tasks/groups_", "reward/")  # per kind, and the labels' quality
+            "time/phase_5", "time/consolidation")  # fmt: skip
+    prefixes = ("consolidation/", "agreement/", "reward/parse_failure_rate_", "tasks/signal_", "tasks/groups_", "reward/")  # per kind, and the labels' quality
     return [{k: v for k, v in row.items() if k in keep or k.startswith(prefixes)} for row in read_jsonl(run / "metrics.jsonl")]
 
 
@@ -333,7 +372,8 @@ def main() -> int:
     p.add_argument("--problems", type=int, default=100)
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--seeds", default="0,1", help="training seeds, comma separated")
-    p.add_argument("--split", choices=("tune", "report", "no_example"), default="report")
+    p.add_argument("--split", choices=("tune", "report", "confirm", "no_example"), default="report")
+    p.add_argument("--recipe-commit", default=None, help="--split confirm: the commit that froze the recipe (an ancestor of HEAD)")
     p.add_argument("--offset", type=int, default=0, help="skip the split's first problems")
     p.add_argument("--n", type=int, default=16, help="samples per problem for pass@k before and after")
     p.add_argument("--temperature", type=float, default=1.0, help="their temperature")
@@ -353,6 +393,7 @@ def main() -> int:
     if [o for o in overrides if "=" not in o]:
         p.error(f"unknown argument(s) {[o for o in overrides if '=' not in o]}: extra arguments must be key=value overrides")
     args.seeds = [int(s) for s in args.seeds.split(",")]
+    args.recipe_commit = frozen_recipe(args.split, args.recipe_commit)
     args.weights = args.weights or str(REPO / "docs" / "results" / "weights" / f"{args.benchmark}-seed{args.seeds[0]}")
     ids = split_ids(args.split, args.benchmark)[args.offset : args.offset + args.problems]
     base = Path(args.runs_dir) / f"{args.benchmark}-{args.split}-{args.offset}+{len(ids)}x{args.rounds}"
@@ -363,7 +404,7 @@ def main() -> int:
     write_weights(args, base)
     result = attach(collect(args, ids, base, overrides), curve=_json(args.curve) if args.curve else None,
                     transfer=_json(args.transfer) if args.transfer else None)  # fmt: skip
-    result["select_visible"] = select_block(args, ids, base)
+    result = with_plan(args, ids, base, result)
     suffix = "" if args.benchmark == "mbpp" else f"_{args.benchmark}"
     out = Path(args.output or REPO / "logs" / "bench" / f"test_time_gain{suffix}.json")
     Record.read(out.name, result).write(out, result)  # its figures recomputed from the outcomes, stamped

@@ -1,12 +1,14 @@
-"""The front page's picture, from the headline result's JSON: nothing typed.
+"""The front page's picture, from the headline result's JSON alone: nothing typed.
 
-    python -m unified.eval.experiments.summary_plot [--result docs/results/test_time_gain_mix.json]
-        [--curve docs/results/test_time_gain_curve_2026-11-27.json] [--output docs/summary.png]
+    python -m unified.eval.experiments.summary_plot [--result docs/results/test_time_gain.json]
+        [--output docs/summary.png]
 
 Left: greedy pass@1 per seed, the untrained control against the trained weights, each seed's
-flips (gained / lost) and McNemar p, computed from the result's record. Right: the curve of
-rounds of the result that has one (`curve`: greedy pass@1 after each round of one seed), with
-its control as a line. No timings: the picture shows what was learned, not how fast.
+flips (gained / lost) and McNemar p, computed from the result's record. Right: the same
+result's rounds, per seed: its run's own greedy pass@1 at each round's start (`eval/pass@1`
+in `metrics_per_round`: the weights after the rounds before it) and the evaluation after the
+last, with the control as a line; a result that recorded none says so there. Both panels
+name the file. No timings: the picture shows what was learned, not how fast.
 """
 
 from __future__ import annotations
@@ -31,20 +33,23 @@ def load(path: Path) -> dict:
         raise UserError(f"cannot read {path} as a result JSON ({e}); give one written by unified.eval.experiments.gain") from None
 
 
-def plot(result: Path, curve: Path, out: Path) -> Path:
+def plot(result: Path, out: Path) -> Path:
     """Write the two panels as `out` (atomically)."""
     import matplotlib
 
     matplotlib.use("Agg", force=True)
     import matplotlib.pyplot as plt
 
-    record, curved = Record.from_gain(result.name, load(result)), load(curve)
+    body = load(result)
+    record = Record.from_gain(result.name, body)
     if not record.figures():
         raise UserError(f"{result} has no per-seed outcomes to plot")
     fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4.2))
     try:
         _seeds_panel(left, record)
-        _curve_panel(right, curved.get("curve") or [], f"{curve.name}: {len(curved.get('problems') or [])} problems")
+        split = body.get("split") or (body.get("settings") or {}).get("split")
+        label = f"{result.name}: {len(record.aligned()[0])} {split + ' ' if split else ''}problems"
+        _curve_panel(right, curves(body), record.control_pass_at_1(), label)
         fig.tight_layout()
         tmp = out.with_name(f".{out.stem}.tmp{os.getpid()}.png")
         out.parent.mkdir(parents=True, exist_ok=True)
@@ -70,26 +75,44 @@ def _seeds_panel(ax, record: Record) -> None:
     ax.legend(loc="upper left", fontsize=8)
 
 
-def _curve_panel(ax, points: list[dict], name: str) -> None:
-    if not points:
-        ax.text(0.5, 0.5, f"{name} has no curve", ha="center", va="center", transform=ax.transAxes, color="grey")
+def curves(body: dict) -> dict[int, list[tuple[int, float]]]:
+    """seed -> (rounds trained, greedy pass@1) from its run's own round-start evaluations and
+    the evaluation after its last round; seeds that recorded no round-start evaluation are left out."""
+    out = {}
+    for seed in body.get("seeds", []):
+        rounds = seed.get("metrics_per_round") or []
+        points = [(k, r["eval/pass@1"]) for k, r in enumerate(rounds) if r.get("eval/pass@1") is not None]
+        if points and seed.get("pass_at_1_after") is not None:
+            out[seed["seed"]] = points + [(len(rounds), seed["pass_at_1_after"])]
+    return out
+
+
+def _curve_panel(ax, seeds: dict[int, list[tuple[int, float]]], control: float, name: str) -> None:
+    if not seeds:
+        ax.text(0.5, 0.5, f"{name}: no round-start evaluations recorded", ha="center", va="center", transform=ax.transAxes,
+                color="grey")  # fmt: skip
         return
-    rounds = [p["round"] for p in points]
-    ax.plot(rounds, [p["pass_at_1"] for p in points], marker="o", color="tab:green", label="greedy pass@1 after the round")
-    ax.axhline(points[0]["pass_at_1"], color="tab:gray", linestyle="--", label=f"untrained control {points[0]['pass_at_1']:.2f}")
+    for seed, points in sorted(seeds.items()):
+        ax.plot([k for k, _ in points], [v for _, v in points], marker="o", label=f"seed {seed}")
+    ax.axhline(control, color="tab:gray", linestyle="--", label=f"untrained control {control:.2f}")
     ax.set_ylim(bottom=0)
-    ax.set_xlabel("round")
-    ax.set_title(f"{name}, one seed's rounds", fontsize=9)
+    ax.set_xticks(sorted({k for points in seeds.values() for k, _ in points}))
+    ax.set_xlabel("rounds trained")
+    ax.set_ylabel("greedy pass@1 (hidden tests)")
+    ax.set_title(f"{name}: each seed's run after each round", fontsize=9)
     ax.legend(loc="lower right", fontsize=8)
 
 
-def main() -> int:
+def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--result", type=Path, default=RESULTS / "test_time_gain_mix.json", help="the headline result (per seed)")
-    p.add_argument("--curve", type=Path, default=RESULTS / "test_time_gain_curve_2026-11-27.json", help="a result with a `curve` of rounds")
+    p.add_argument("--result", type=Path, default=RESULTS / "test_time_gain.json", help="the headline result (per seed)")
     p.add_argument("--output", type=Path, default=REPO / "docs" / "summary.png")
-    args = p.parse_args()
-    print(f"wrote {plot(args.result, args.curve, args.output)}")
+    return p
+
+
+def main() -> int:
+    args = parser().parse_args()
+    print(f"wrote {plot(args.result, args.output)}")
     return 0
 
 
