@@ -111,3 +111,9 @@ def test_the_front_page_picture_defaults_to_the_headline_result():
     args = summary_plot.parser().parse_args([])
     assert args.result == summary_plot.REPO / "docs" / "results" / "test_time_gain.json"
     assert args.output == summary_plot.REPO / "docs" / "summary.png"
+
+
+def test_a_gain_result_without_a_finished_seed_still_writes(tmp_path):
+    body = {"per_problem_before": {"a": 0.0}, "seeds": [], "complete": False}
+    written = json.loads(Record.read("r.json", body).write(tmp_path / "r.json", body).read_text())
+    assert written["seeds"] == [] and written["complete"] is False and "gain" not in written and written["settings"]["commit"]

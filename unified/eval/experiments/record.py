@@ -100,7 +100,7 @@ class Record:
     @classmethod
     def read(cls, name: str, body: Mapping) -> Record | None:
         """A committed result in whichever form it was written (None: it holds no outcomes)."""
-        if body.get("seeds") and body.get("per_problem_before"):
+        if "seeds" in body and "per_problem_before" in body:  # a gain result (no seed finished yet: none)
             return cls.from_gain(name, body)
         return cls.from_transfer(name, body) or cls.from_arms(name, body)
 
