@@ -43,13 +43,25 @@ from unified.trainer.config import (  # noqa: F401 - the groups' names, gathered
 )
 
 
+# A run's executor differs from a bare Executor's class defaults (tests, `unified.eval`: every call
+# runs, a shared runtime is accepted): a training run remembers each distinct call's result within a
+# round (sandbox/reuse.py) and refuses a pool without its own runtime copy (docs/sandbox.md) unless
+# `executor.allow_shared_runtime=true`. The one place these two defaults of the `executor` group live.
+RUN_EXECUTOR = {"reuse_results": True, "allow_shared_runtime": False}
+
+
+def run_executor() -> ExecutorConfig:
+    """The `executor` group's defaults: the class's, with `RUN_EXECUTOR`."""
+    return ExecutorConfig(**RUN_EXECUTOR)
+
+
 @dataclass(frozen=True)
 class TrainConfig:
     """The root: what the run reads, typed and frozen (`config.typed`). Hydra composes into
     a writable node made from it (`schema_node`)."""
 
-    run_name: str = "${benchmark.name}"
-    output_dir: str = "logs/${run_name}"
+    run_name: str | None = None  # follows benchmark.name (derive)
+    output_dir: str | None = None  # follows run_name: logs/<run_name> (derive)
     seed: int = 0
     model: ModelConfig = field(default_factory=ModelConfig)
     rollout: RolloutConfig = field(default_factory=RolloutConfig)
@@ -57,7 +69,7 @@ class TrainConfig:
     tuning: TuningConfig = field(default_factory=TuningConfig)
     benchmark: BenchmarkConfig = field(default_factory=BenchmarkConfig)
     pipeline: PipelineConfig = field(default_factory=PipelineConfig)
-    executor: ExecutorConfig = field(default_factory=ExecutorConfig)
+    executor: ExecutorConfig = field(default_factory=run_executor)
     trainer: TrainerConfig = field(default_factory=TrainerConfig)
 
     def __post_init__(self):  # Hydra's `typed` and a TrainConfig built in Python alike get the derived keys
@@ -66,17 +78,19 @@ class TrainConfig:
 
 
 def schema_node() -> DictConfig:
-    """`TrainConfig` as the node Hydra composes into. Each group is built from its class, so
-    it holds the declared defaults (`None` where `__post_init__` derives a value: an instance
+    """`TrainConfig` as the node Hydra composes into. Each group is built from its class (the
+    executor's with `RUN_EXECUTOR`), so it holds the declared defaults (`None` where `__post_init__` derives a value: an instance
     would hold the derived one, and an override of what it derives from would not reach it).
     Frozen classes make read-only nodes, which Hydra could not merge the YAML into: they are
     made writable here and are frozen again by `OmegaConf.to_object`."""
     node = OmegaConf.structured(TrainConfig)
     OmegaConf.set_readonly(node, False)
     for f in fields(TrainConfig):
-        if is_dataclass(f.default_factory):
-            group = OmegaConf.structured(f.default_factory)
+        if is_dataclass(f.default_factory) or f.default_factory is run_executor:
+            group = OmegaConf.structured(ExecutorConfig if f.default_factory is run_executor else f.default_factory)
             OmegaConf.set_readonly(group, False)
+            if f.default_factory is run_executor:
+                group.merge_with(RUN_EXECUTOR)
             node[f.name] = group
     return node
 
@@ -85,15 +99,17 @@ def derive(cfg: TrainConfig) -> dict:
     """The ONE place the derived keys get their values: each is None in its class (a competing
     class default would be what code built outside Hydra silently runs with) and follows from
     another group; a key already set (an override, e.g. pipeline.num_programs=4) is kept.
-    -> {group name: the group with its derived keys filled}."""
+    -> {field name: the group with its derived keys filled, or the derived root value}."""
     model, rollout, pipeline = cfg.model, cfg.rollout, cfg.pipeline
+    run_name = cfg.run_name if cfg.run_name is not None else cfg.benchmark.name
+    output_dir = cfg.output_dir if cfg.output_dir is not None else f"logs/{run_name}"
     rollout = _fill(rollout, max_tokens=model.max_new_tokens)
     kinds = pipeline.kinds if pipeline.kinds is not None else tuple(task_kinds_for(model.path, rollout.backend))
     pipeline = _fill(pipeline, num_programs=rollout.n, program_temperature=rollout.temperature,  # the group size: rollout.n
                      program_max_tokens=model.max_new_tokens, input_max_tokens=model.max_new_tokens,
                      seed_programs=seed_programs_for(model.path), kinds=kinds, mix=tuple(task_mix_for(model.path, kinds)),
                      constrain=tuple(constrain_for(rollout.backend)))  # fmt: skip
-    return {"rollout": rollout, "pipeline": pipeline}
+    return {"run_name": run_name, "output_dir": output_dir, "rollout": rollout, "pipeline": pipeline}
 
 
 def _fill(group, **values):

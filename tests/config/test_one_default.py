@@ -1,13 +1,16 @@
-"""One default per key: what `PipelineConfig()`, `RolloutConfig()` and `TrainerConfig()` hold is
-what a run of the default config gets, except the keys whose value follows from another group
-(derived, listed here so a new one is a decision). A derived key is None in its class and in
-the YAML, and gets its value in ONE place, `schema.derive` (run by `TrainConfig.__post_init__`,
-so Hydra's typed config and a `TrainConfig` built in Python agree). A drift between a run's
-value and its class default fails, naming the key."""
+"""One default per key: `TrainConfig()` built in Python IS the default run, on every key of every
+group (`test_python_defaults_are_the_default_run`), and a YAML option file holds only what differs
+from its group's default (`test_option_files_hold_only_differences`; experiments only what differs
+from the default run). A key whose value follows from another group (derived, listed here so a new
+one is a decision) is None in its class and in the YAML, and gets its value in ONE place,
+`schema.derive` (run by `TrainConfig.__post_init__`, so Hydra's typed config and a `TrainConfig`
+built in Python agree). A drift fails, naming the key."""
 
-from dataclasses import fields, replace
+from dataclasses import fields, is_dataclass, replace
+from pathlib import Path
 
 import pytest
+import yaml
 from omegaconf import OmegaConf
 
 from unified.config import compose_config, typed
@@ -41,6 +44,65 @@ def filled(run, cls) -> set[str]:
     return {f.name for f in fields(cls) if f.default is None and getattr(run, f.name) is not None}
 
 
+CONFIGS = Path(__file__).resolve().parents[2] / "configs"
+OPTION_FILES = sorted(p for p in CONFIGS.glob("*/*.yaml") if p.parent.name != "experiment")
+EXPERIMENTS = sorted(CONFIGS.glob("experiment/*.yaml"))
+
+
+def every_key(cfg) -> dict:
+    """`cfg` (a TrainConfig) as dotted key -> value, every group's every field."""
+    out = {}
+    for f in fields(cfg):
+        value = getattr(cfg, f.name)
+        out.update({f"{f.name}.{g.name}": getattr(value, g.name) for g in fields(value)} if is_dataclass(value) else {f.name: value})
+    return out
+
+
+def restated(values: dict, defaults: dict, prefix: str = "") -> list[str]:
+    """The keys of a YAML body (`values`, nested) whose value is the default's (`defaults`: dotted)."""
+    out = []
+    for key, value in values.items():
+        if key == "defaults":
+            continue
+        if isinstance(value, dict):
+            out += restated(value, defaults, f"{prefix}{key}.")
+        elif (tuple(value) if isinstance(value, list) else value) == defaults[f"{prefix}{key}"]:
+            out.append(f"{prefix}{key}: {value!r}")
+    return out
+
+
+def test_python_defaults_are_the_default_run():
+    """Every key of every group: what Python builds is what `python train_unified.py` runs with."""
+    run, plain = every_key(typed(compose_config([]))), every_key(TrainConfig())
+    assert run.keys() == plain.keys()
+    assert len(run) > 100 and {k.split(".")[0] for k in run} >= {f.name for f in fields(TrainConfig) if "." not in f.name}
+    assert [f"{k}: run {run[k]!r}, TrainConfig() {plain[k]!r}" for k in run if run[k] != plain[k]] == []
+
+
+@pytest.mark.parametrize("path", OPTION_FILES, ids=lambda p: f"{p.parent.name}/{p.name}")
+def test_option_files_hold_only_differences(path):
+    """A value an option file restates is a second default that can drift from the class's."""
+    body = yaml.safe_load(path.read_text()) or {}
+    assert restated(body, every_key(TrainConfig()), f"{path.parent.name}.") == []
+    assert not body.get("defaults"), "an option file inherits from its class, not from another file"
+
+
+@pytest.mark.parametrize("path", EXPERIMENTS, ids=lambda p: p.name)
+def test_experiments_hold_only_deltas(path):
+    body = {k: v for k, v in (yaml.safe_load(path.read_text()) or {}).items() if not k.startswith("#")}
+    assert restated(body, every_key(TrainConfig())) == []
+
+
+def test_the_root_config_restates_nothing():
+    assert set(yaml.safe_load((CONFIGS / "train.yaml").read_text())) == {"defaults"}
+
+
+def test_a_restated_value_is_found():
+    defaults = every_key(TrainConfig())
+    assert restated({"rounds": 2, "save_every": 3}, defaults, "trainer.") == ["trainer.rounds: 2"]
+    assert restated({"pipeline": {"replay": True}}, defaults) == ["pipeline.replay: True"]
+
+
 def test_the_classes_are_the_default_config():
     composed = compose_config([])
     cfg = typed(composed)
@@ -72,8 +134,10 @@ def test_python_and_hydra_derive_in_one_place(overrides):
     for group, keys in DERIVED.items():
         for key in keys:
             assert getattr(getattr(built, group), key) == getattr(getattr(run, group), key), f"{group}.{key}"
-    plain = TrainConfig()  # its own groups' defaults: the embedded tiny model
+    plain = TrainConfig()  # its own groups' defaults: the default run's (SmolLM2)
     assert plain.pipeline.num_programs == plain.rollout.n and plain.rollout.max_tokens == plain.model.max_new_tokens
+    assert (plain.run_name, plain.output_dir) == ("mbpp", "logs/mbpp")
+    assert TrainConfig(run_name="x").output_dir == "logs/x" and TrainConfig(output_dir="o").output_dir == "o"
 
 
 def test_an_override_of_a_derived_key_wins():

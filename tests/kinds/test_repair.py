@@ -7,10 +7,10 @@ from dataclasses import replace
 
 import pytest
 
-from unified.kinds import BuildOptions, repair
+from tests.helpers.rounds import round_data as phases_1_4
+from unified.kinds import BuildOptions
 from tests.helpers.scripted import ScriptedGenerator
 from tests.helpers.pipeline_config import pipeline_config
-from unified.pipeline.phases import build_round_data
 from unified.pipeline.rewards import score_batch
 from unified.pipeline.tasks import build_tasks
 from unified.pipeline.validate import validate_tasks
@@ -77,7 +77,7 @@ def test_a_round_repairs_phase_1s_failing_program_with_its_own_error(executor):
     answers = ["```python\ndef inc(x):\n    return x + undefined_name\n```", RIGHT]
     generator = ScriptedGenerator(lambda text, sampling: answers if sampling.temperature > 0 else ["no"])
     cfg = pipeline_config(kinds=("solve", "repair"), num_programs=2, evaluate_baseline=False, max_tasks=None)
-    data = build_round_data([problem], generator, executor, cfg, round_index=1)
+    data = phases_1_4([problem], generator, executor, cfg, round_index=1)
     [task] = [t for t in data.tasks if t.kind == "repair"]
     assert "NameError" in task.prompt and "undefined_name" in task.prompt
     got = score_batch([(task, RIGHT), (task, WRONG)], executor.run_batch, format_penalty=-0.5)

@@ -6,13 +6,12 @@ from dataclasses import replace
 
 import pytest
 
+from tests.helpers.rounds import round_data as phases_1_4
 from unified.kinds import KINDS, SOLVE, kind_of, raw_answer
 from unified.benchmarks.hidden import with_expected_outputs
 from unified.benchmarks.load import load_problems
 from tests.helpers.scripted import ScriptedGenerator
 from tests.helpers.pipeline_config import pipeline_config
-from unified.eval.greedy import pass_at_1 as greedy_pass_at_1
-from unified.pipeline.phases import build_round_data
 from unified.sandbox.executor import ExecutorConfig
 from unified.sandbox.executors import build_executor
 from unified.text.stops import FENCE_END, TAG_END, AnswerEnd
@@ -49,7 +48,7 @@ def test_phase_1_asks_for_the_stop_and_reads_the_same_program(problems, stop):
     executor, chosen = problems
     generator = ScriptedGenerator(lambda text, sampling: [ANSWER] if sampling.temperature > 0 else ["no"])
     cfg = pipeline_config(kinds=(SOLVE,), num_programs=2, evaluate_baseline=True, stop_at_answer=stop)
-    data = build_round_data(chosen, generator, executor, cfg, round_index=1, baseline=greedy_pass_at_1)
+    data = phases_1_4(chosen, generator, executor, cfg, round_index=1, evaluate=True)
     sampled = [ends for (texts, sampling), ends in zip(generator.calls, generator.ends) if sampling.temperature > 0]
     greedy = [ends for (texts, sampling), ends in zip(generator.calls, generator.ends) if sampling.temperature == 0]
     assert sampled == [[AnswerEnd(FENCE_END, "similar_elements") if stop else None]]

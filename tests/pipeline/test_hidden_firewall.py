@@ -11,10 +11,11 @@ import pytest
 
 from tests.helpers.scripted import ScriptedGenerator
 from tests.helpers.pipeline_config import pipeline_config
+from tests.helpers.rounds import round_data as phases_1_4
 from unified.benchmarks.hidden import with_expected_outputs
 from unified.benchmarks.load import load_problems
 from unified.kinds import TASK_KINDS
-from unified.pipeline.phases import build_round_data, score_rollouts
+from unified.pipeline.phases import score_rollouts
 from unified.sandbox.executor import ExecutorConfig
 from unified.sandbox.executors import build_executor
 
@@ -80,7 +81,7 @@ def test_a_round_and_its_rewards_never_read_the_hidden_tests(source):
 
         cfg = pipeline_config(kinds=TASK_KINDS, evaluate_baseline=False, num_programs=2, num_proposed_inputs=0,
                               max_tasks=None, solve_source=source, agreement_min_votes=2)  # fmt: skip
-        data = build_round_data(sealed, ScriptedGenerator(respond), ex, cfg, round_index=1, seed=0)
+        data = phases_1_4(sealed, ScriptedGenerator(respond), ex, cfg, round_index=1, seed=0)
         assert {t.kind for t in data.tasks} >= {"solve", "deduction"}
         solve = [t for t in data.tasks if t.kind == "solve"]
         assert len(solve) == 2 and all(t.cases for t in solve)  # agreement: the two identical programs are one cluster

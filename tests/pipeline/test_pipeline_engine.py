@@ -5,13 +5,13 @@ from dataclasses import replace
 import pytest
 
 from tests.helpers.pipeline_config import pipeline_config
+from tests.helpers.rounds import round_data as phases_1_4
 from unified.benchmarks.hidden import with_expected_outputs
 from unified.benchmarks.load import load_problems
 from unified.sandbox.executor import ExecutorConfig
 from unified.sandbox.executors import build_executor
 from unified.pipeline.parquet_io import write_round
-from unified.eval.greedy import pass_at_1 as greedy_pass_at_1
-from unified.pipeline.phases import build_round_data, score_rollouts
+from unified.pipeline.phases import score_rollouts
 from unified.pipeline.validate import REASONS
 
 
@@ -42,7 +42,7 @@ def test_round_through_the_tiny_vllm_engine(tmp_path):
     with build_executor(ExecutorConfig(workers=2, timeout_s=2.0)) as executor:
         problems = [replace(p, hidden=p.hidden[:3]) for p in load_problems("mbpp", ids=["Mbpp/2", "Mbpp/63"])]
         problems = with_expected_outputs(problems, executor.run_batch)
-        data = build_round_data(problems, engine, executor, cfg, round_index=1, seed=0, baseline=greedy_pass_at_1)
+        data = phases_1_4(problems, engine, executor, cfg, round_index=1, seed=0, evaluate=True)
 
         assert set(data.pass_at_1) == {"Mbpp/2", "Mbpp/63"} and set(data.pass_at_1.values()) <= {0.0, 1.0}
         # every sampled completion became a program or a counted program rejection

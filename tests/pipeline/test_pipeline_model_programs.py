@@ -7,12 +7,13 @@ from collections import Counter
 
 import pytest
 
+from tests.helpers.rounds import round_data as phases_1_4
 from unified.sandbox.executor import ExecutorConfig
 from unified.sandbox.executors import build_executor
 from unified.text.extract import answer_text
 from tests.helpers.scripted import ScriptedGenerator
 from tests.helpers.pipeline_config import pipeline_config
-from unified.pipeline.phases import cap_tasks, build_round_data
+from unified.pipeline.phases import cap_tasks
 from unified.types import Problem, Task, TestCase
 
 DOUBLE = Problem(problem_id="Toy/9", benchmark="toy", prompt="Double x.", entry_point="f",
@@ -29,7 +30,7 @@ def round_data():
     cfg = pipeline_config(num_programs=2, num_proposed_inputs=2, evaluate_baseline=False, keep_passing_visible=False,
                           induction_needs_visible=True, balance_kinds=False, max_tasks=None)  # fmt: skip
     with build_executor(ExecutorConfig(workers=2)) as executor:
-        return build_round_data([DOUBLE], ScriptedGenerator(_respond), executor, cfg, round_index=1, seed=0)
+        return phases_1_4([DOUBLE], ScriptedGenerator(_respond), executor, cfg, round_index=1, seed=0)
 
 
 def test_failing_program_still_gives_deduction_and_abduction_but_no_induction(round_data):
@@ -45,7 +46,7 @@ def test_without_the_rule_induction_comes_from_every_program():
     cfg = pipeline_config(num_programs=2, num_proposed_inputs=2, evaluate_baseline=False, keep_passing_visible=False,
                           induction_needs_visible=False, balance_kinds=False)  # fmt: skip
     with build_executor(ExecutorConfig(workers=2)) as executor:
-        data = build_round_data([DOUBLE], ScriptedGenerator(_respond), executor, cfg, round_index=1, seed=0)
+        data = phases_1_4([DOUBLE], ScriptedGenerator(_respond), executor, cfg, round_index=1, seed=0)
     assert sum(t.kind == "induction" for t in data.candidate_tasks) == 2
 
 

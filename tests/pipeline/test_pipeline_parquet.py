@@ -6,6 +6,7 @@ import pandas as pd
 import pytest
 from datasets import Dataset
 
+from tests.helpers.rounds import round_data as phases_1_4
 from unified.benchmarks.hidden import with_expected_outputs
 from unified.benchmarks.load import load_problems
 from unified.sandbox.executor import ExecutorConfig
@@ -13,7 +14,7 @@ from unified.sandbox.executors import build_executor
 from tests.helpers.scripted import ScriptedGenerator
 from tests.helpers.pipeline_config import pipeline_config
 from unified.pipeline.parquet_io import FILES, read_tasks, write_round
-from unified.pipeline.phases import RoundData, build_round_data
+from unified.pipeline.phases import RoundData
 from unified.values import from_literal
 
 
@@ -23,7 +24,7 @@ def round_data():
         problems = [replace(p, hidden=p.hidden[:3]) for p in load_problems("mbpp", ids=["Mbpp/2", "Mbpp/63"])]
         problems = with_expected_outputs(problems, ex.run_batch)
         gen = ScriptedGenerator(lambda text, s: ["no code at all"])
-        yield build_round_data(problems, gen, ex, pipeline_config(max_tasks=None, keep_passing_visible=True, balance_kinds=True, num_proposed_inputs=4, seed_programs="canonical"), round_index=2)
+        yield phases_1_4(problems, gen, ex, pipeline_config(max_tasks=None, keep_passing_visible=True, balance_kinds=True, num_proposed_inputs=4, seed_programs="canonical"), round_index=2)
 
 
 def test_round_files_read_back_with_pandas_and_datasets(round_data, tmp_path):

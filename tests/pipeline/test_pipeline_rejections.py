@@ -2,11 +2,11 @@
 
 import pytest
 
+from tests.helpers.rounds import round_data as phases_1_4
 from unified.sandbox.executor import ExecutorConfig
 from unified.sandbox.executors import build_executor
 from tests.helpers.scripted import ScriptedGenerator
 from tests.helpers.pipeline_config import pipeline_config
-from unified.pipeline.phases import build_round_data
 from unified.pipeline.validate import REASONS
 from unified.types import Problem, TestCase
 
@@ -55,7 +55,7 @@ def data():
         max_tasks_per_kind_per_problem=2, balance_kinds=True,
     )
     with build_executor(ExecutorConfig(workers=2, timeout_s=0.5, memory_mb=256)) as executor:
-        return build_round_data([TOY, TOY2], ScriptedGenerator(_respond), executor, cfg, round_index=1, seed=0)
+        return phases_1_4([TOY, TOY2], ScriptedGenerator(_respond), executor, cfg, round_index=1, seed=0)
 
 
 def test_every_reason_is_exercised(data):

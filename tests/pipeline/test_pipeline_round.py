@@ -6,15 +6,15 @@ from pathlib import Path
 import pytest
 import yaml
 
+from tests.helpers.rounds import round_data as phases_1_4
 from unified.benchmarks.hidden import with_expected_outputs
 from unified.benchmarks.load import load_problems
 from unified.sandbox.executor import ExecutorConfig
 from unified.sandbox.executors import build_executor
 from tests.helpers.scripted import ScriptedGenerator
 from tests.helpers.pipeline_config import pipeline_config
-from unified.eval.greedy import pass_at_1 as greedy_pass_at_1
 from unified.pipeline.config import DERIVED, TTRLVR_KINDS
-from unified.pipeline.phases import PipelineConfig, build_round_data, score_rollouts
+from unified.pipeline.phases import PipelineConfig, score_rollouts
 from unified.values import to_literal, values_equal
 from unified.kinds import TASK_KINDS
 from unified.types import TestCase
@@ -73,7 +73,7 @@ def test_gold_earns_one_and_wrong_earns_zero_over_a_whole_round(executor):
     problems = _problems("mbpp", FIVE, executor)
     cfg = pipeline_config(max_tasks=None, keep_passing_visible=True, num_proposed_inputs=4, seed_programs="canonical",
                           max_tasks_per_kind_per_problem=None, balance_kinds=False, kinds=TASK_KINDS)  # fmt: skip
-    data = build_round_data(problems, script(), executor, cfg, round_index=1, seed=0)
+    data = phases_1_4(problems, script(), executor, cfg, round_index=1, seed=0)
     kinds = {t.kind for t in data.tasks}
     # keep_passing_visible drops every failing program: nothing to repair (tests/kinds/test_repair.py)
     assert kinds == set(TASK_KINDS) - {"repair"} and len(data.tasks) >= 30
@@ -86,7 +86,7 @@ def test_gold_earns_one_and_wrong_earns_zero_over_a_whole_round(executor):
 def test_default_config_round_is_capped_and_balanced(executor):
     problems = _problems("mbpp", FIVE, executor)
     cfg = pipeline_config(max_tasks=None, keep_passing_visible=True, balance_kinds=True, num_proposed_inputs=4, seed_programs="canonical")
-    data = build_round_data(problems, script(), executor, cfg, round_index=1, seed=0)
+    data = phases_1_4(problems, script(), executor, cfg, round_index=1, seed=0)
     kept = {k: v for k, v in data.kept_per_kind().items() if k in cfg.kinds}
     assert len(set(kept.values())) == 1 and kept["deduction"] > 0  # balanced
     for pid in FIVE:
@@ -95,9 +95,9 @@ def test_default_config_round_is_capped_and_balanced(executor):
     counts = data.rejection_counts()
     assert counts[("program", "no_code", "")] == 5 * cfg.num_programs  # the scripted noise
     assert counts[("input", "no_inputs", "")] == 5  # no proposals: visible inputs only
-    assert set(data.timings) == {"baseline", "phase_1", "phase_2", "phase_3", "phase_4"}
+    assert set(data.timings) == {"phase_1", "phase_2", "phase_3", "phase_4"}  # the evaluation is run/measure.py's
     # same seed, same round -> same tasks
-    again = build_round_data(problems, script(), executor, cfg, round_index=1, seed=0)
+    again = phases_1_4(problems, script(), executor, cfg, round_index=1, seed=0)
     assert [t.task_id for t in again.tasks] == [t.task_id for t in data.tasks]
 
 
@@ -125,7 +125,7 @@ def test_scripted_programs_and_tuple_inputs_exactly(executor):
         },
     )
     cfg = pipeline_config(max_tasks=None, keep_passing_visible=True, num_proposed_inputs=4, num_programs=4, max_tasks_per_kind_per_problem=None, balance_kinds=False, evaluate_baseline=False)
-    data = build_round_data(problems, gen, executor, cfg, round_index=3, seed=0)
+    data = phases_1_4(problems, gen, executor, cfg, round_index=3, seed=0)
 
     assert [p.program_id for p in data.programs] == ["Mbpp/2#p0", "Mbpp/63#p0"]
     program_rejections = sorted((r.subject, r.reason) for r in data.rejections if r.stage == "program")
@@ -158,7 +158,7 @@ def test_humaneval_round_and_pass_at_1(executor):
     answer = f"```python\ndef has_close_elements(numbers: List[float], threshold: float) -> bool:\n{body}```"
     gen = script(greedy={"has_close_elements": answer, "separate_paren_groups": "```python\ndef separate_paren_groups(s):\n    return []\n```"})
     cfg = pipeline_config(max_tasks=None, keep_passing_visible=True, num_proposed_inputs=4, seed_programs="canonical", num_programs=2, max_tasks_per_kind_per_problem=None, balance_kinds=False)
-    data = build_round_data(problems, gen, executor, cfg, round_index=1, seed=0, baseline=greedy_pass_at_1)
+    data = phases_1_4(problems, gen, executor, cfg, round_index=1, seed=0, evaluate=True)
     assert data.pass_at_1 == {"HumanEval/0": 1.0, "HumanEval/1": 0.0}
     greedy_calls = [s for _, s in gen.calls if s.temperature == 0]
     assert len(greedy_calls) == 1 and greedy_calls[0].n == 1
@@ -171,7 +171,7 @@ def test_mbpp_pass_at_1_on_hidden_tests(executor):
     problems = _problems("mbpp", ["Mbpp/2", "Mbpp/63"], executor, hidden=20)
     gen = script(greedy={"similar_elements": f"```python\n{SIMILAR}```", "max_difference": "```python\ndef max_difference(t):\n    return 0\n```"})
     cfg = pipeline_config(max_tasks=None, keep_passing_visible=True, balance_kinds=True, num_programs=0, num_proposed_inputs=0)
-    data = build_round_data(problems, gen, executor, cfg, round_index=1, baseline=greedy_pass_at_1)
+    data = phases_1_4(problems, gen, executor, cfg, round_index=1, evaluate=True)
     assert data.pass_at_1 == {"Mbpp/2": 1.0, "Mbpp/63": 0.0}
     assert data.tasks == () and data.programs == ()
 
@@ -186,7 +186,7 @@ def test_hidden_tests_never_reach_tasks_prompts_or_rewards(executor):
         inputs={"similar_elements": "similar_elements((1, 2), (2, 3))"},
     )
     cfg = pipeline_config(max_tasks=None, keep_passing_visible=True, num_proposed_inputs=4, seed_programs="canonical", max_tasks_per_kind_per_problem=None, balance_kinds=False)
-    data = build_round_data([sentinel], gen, executor, cfg, round_index=1, baseline=greedy_pass_at_1)
+    data = phases_1_4([sentinel], gen, executor, cfg, round_index=1, evaluate=True)
     assert data.pass_at_1 == {"Mbpp/2": 1.0}  # evaluation did read the hidden case
     assert data.tasks
     marks = ("987654321", "123456789")
@@ -262,13 +262,13 @@ def test_the_budget_samples_each_problem_its_own_count_and_self_play_keeps_the_g
     programs = {**wrong, "is_not_prime": wrong["is_not_prime"][:5] + [right["Mbpp/3"]]}  # only the 6th sample passes
     cfg = pipeline_config(kinds=("solve", "deduction"), num_programs=2, num_proposed_inputs=0, evaluate_baseline=False)
     gen = script(programs=programs)
-    data = build_round_data(problems, gen, executor, cfg, round_index=1, seed=0, budget={"Mbpp/2": 2, "Mbpp/3": 6, "Mbpp/4": 6})
+    data = phases_1_4(problems, gen, executor, cfg, round_index=1, seed=0, samples={"Mbpp/2": 2, "Mbpp/3": 6, "Mbpp/4": 6})
     asked = [(len(texts), s.n) for texts, s in gen.calls]
     assert asked == [(1, 2), (2, 6)]  # one call per count, ascending
     assert {pid: len(g) for pid, g in data.program_completions.items()} == {"Mbpp/2": 2, "Mbpp/3": 6, "Mbpp/4": 6}
     assert data.visible_passing == {"Mbpp/3#p5"}
     assert {p.program_id for p in data.programs} == {"Mbpp/2#p0", "Mbpp/2#p1", "Mbpp/3#p0", "Mbpp/3#p1", "Mbpp/3#p5",
                                                      "Mbpp/4#p0", "Mbpp/4#p1"}  # fmt: skip
-    again = build_round_data(problems, script(programs=programs), executor, cfg, round_index=1, seed=0, budget=None)
+    again = phases_1_4(problems, script(programs=programs), executor, cfg, round_index=1, seed=0, samples=None)
     assert {pid: len(g) for pid, g in again.program_completions.items()} == {"Mbpp/2": 2, "Mbpp/3": 2, "Mbpp/4": 2}
     assert again.visible_passing == frozenset()  # the pass was the 6th sample

@@ -14,9 +14,10 @@ from unified.text.stops import FENCE_END, AnswerEnd
 
 from unified.kinds import BuildOptions
 from unified.pipeline.phases import program_sampling
+from unified.pipeline.plan import RoundPlan
 from unified.pipeline.tasks import build_tasks
 from unified.run.phase5 import (
-    Learner, _reusable, pack_by_signal, phase_1_groups, replay_answers, tasks_per_chunk, train_on_tasks,
+    Learner, _reusable, pack_by_signal, phase_1_groups, tasks_per_chunk, train_on_tasks,
 )  # fmt: skip
 from unified.sandbox.config import ExecutorConfig
 from unified.sandbox.executor import Executor
@@ -92,6 +93,19 @@ def _completion(text, version=0):
     return Completion(text, (1, 2), (3, 4), (-1.0, -1.0), "stop", version)
 
 
+def _train(tasks, learner, executor, sampling, problems, round_index=1, reuse=None, replay=None, supervised=None):
+    """`train_on_tasks` on a round whose phase 1 sampled `reuse` (prompt -> its group) as phase 5
+    samples, planned with `replay` (problem id -> a found answer) and `supervised` (problem id -> one)."""
+    by_prompt = {program_prompt(p): p.problem_id for p in problems}
+    data = SimpleNamespace(tasks=tuple(tasks), problems=list(problems), visible_passing=frozenset(),
+                           program_completions={by_prompt[k]: list(v) for k, v in (reuse or {}).items()})  # fmt: skip
+    plan = replace(RoundPlan.of([p.problem_id for p in problems], round_index), sampling=sampling, replay=replay or {},
+                   supervised=supervised)  # fmt: skip
+    pipeline = pipeline_config(kinds=("solve",), num_programs=sampling.n, program_temperature=sampling.temperature,
+                               program_max_tokens=sampling.max_tokens)  # fmt: skip
+    return train_on_tasks(data, learner, executor, pipeline, plan)
+
+
 @pytest.fixture(scope="module")
 def executor():
     ex = Executor(ExecutorConfig(workers=1))
@@ -111,8 +125,7 @@ def test_phase_1s_groups_fill_one_chunk_by_signal_and_the_rest_is_generated_afre
     # 1 sample per step, max_staleness 3: 4 steps per generation, a budget of 4 training samples = 2 groups of 2
     algorithm = AlgorithmConfig(micro_batch_size=1, accum_steps=1, update_steps=1, max_staleness=3)
     learner = Learner(SimpleNamespace(version=0), algorithm, engine, pad_token_id=0, update_weights=False)
-    result = train_on_tasks(tasks, learner, executor, pipeline_config(kinds=("solve",)),
-                            SamplingConfig(n=2, temperature=1.0, max_tokens=16, seed=1), round_index=1, reuse=reuse)
+    result = _train(tasks, learner, executor, SamplingConfig(n=2, temperature=1.0, max_tokens=16, seed=1), problems, reuse=reuse)
     assert result.reused_groups == 4  # both silent groups and the first two with signal
     assert engine.asked == [[tasks[4].messages]]  # the third group with signal: over the budget, sampled again
     by_task = {}
@@ -130,9 +143,8 @@ def test_no_reuse_generates_every_task_in_chunks(executor):
     engine = RecordingEngine(names)
     algorithm = AlgorithmConfig(micro_batch_size=1, accum_steps=1, update_steps=1, max_staleness=1)  # 2 steps: 1 task of 2
     learner = Learner(SimpleNamespace(version=5), algorithm, engine, pad_token_id=0, update_weights=False)
-    result = train_on_tasks(tasks, learner, executor, pipeline_config(kinds=("solve",)),
-                            SamplingConfig(n=2, temperature=1.0, max_tokens=16, seed=1), round_index=1,
-                            reuse={t.prompt: [_completion("x", version=0)] * 2 for t in tasks})  # fmt: skip
+    result = _train(tasks, learner, executor, SamplingConfig(n=2, temperature=1.0, max_tokens=16, seed=1), problems,
+                    reuse={t.prompt: [_completion("x", version=0)] * 2 for t in tasks})  # fmt: skip
     assert result.reused_groups == 0  # version 0 is too old at version 5
     assert engine.asked == [[t.messages] for t in tasks] and len(result.rollouts) == 6
     assert engine.ends == [[AnswerEnd(FENCE_END, t.entry_point)] for t in tasks]  # free-text answers stop at their end
@@ -181,9 +193,8 @@ def test_a_found_answer_replays_into_a_later_group_with_its_recorded_logprobs(ex
     found = {"Toy/0": Completion(RIGHT.format("inc_a"), (1, 2), (3, 4, 5), (-2.5, -0.1, -0.2), "stop", 0),
              "Toy/1": Completion(RIGHT.format("inc_b"), (1, 2), (3,), (-3.0,), "stop", 1)}  # fmt: skip
     learner = _RecordingLearner(RecordingEngine(names), AlgorithmConfig(max_staleness=3))
-    result = train_on_tasks(tasks, learner, executor, pipeline_config(kinds=("solve",)),
-                            SamplingConfig(n=4, temperature=1.0, max_tokens=16, seed=1), round_index=3,
-                            reuse=reuse, replay=replay_answers(found, problems))  # fmt: skip
+    result = _train(tasks, learner, executor, SamplingConfig(n=4, temperature=1.0, max_tokens=16, seed=1), problems,
+                    round_index=3, reuse=reuse, replay=found)  # fmt: skip
     assert result.replayed_groups == 1 and learner.engine.asked == []  # every group came from phase 1
     samples = learner.samples[0]
     groups = {g: [s for s in samples if s.group == g] for g in {s.group for s in samples}}
@@ -203,9 +214,8 @@ def test_without_replay_a_discovery_group_trains_its_max_variance_subset(executo
     tasks, _ = build_tasks([problem], [], [], ("solve",), BuildOptions())
     group = [_completion(WRONG.format("inc_a"), 5)] * 7 + [_completion(RIGHT.format("inc_a"), 5)]
     learner = _RecordingLearner(RecordingEngine(["inc_a"]), AlgorithmConfig(max_staleness=3))
-    result = train_on_tasks(tasks, learner, executor, pipeline_config(kinds=("solve",)),
-                            SamplingConfig(n=4, temperature=1.0, max_tokens=16, seed=1), round_index=1,
-                            reuse={tasks[0].prompt: group})  # fmt: skip
+    result = _train(tasks, learner, executor, SamplingConfig(n=4, temperature=1.0, max_tokens=16, seed=1), [problem],
+                    reuse={tasks[0].prompt: group})  # fmt: skip
     assert [s.reward for s in learner.samples[0]] == [0.0, 0.0, 0.0, 1.0] and result.replayed_groups == 0
 
 
@@ -222,9 +232,8 @@ def test_found_answers_train_once_in_the_first_chunk_and_are_not_rollout_rows(ex
     learner = _RecordingLearner(RecordingEngine(names), AlgorithmConfig(micro_batch_size=1, accum_steps=1, update_steps=1,
                                                                         max_staleness=1, sft_coef=1.0))  # fmt: skip
     reuse = {t.prompt: [_completion(WRONG.format(n), 5), _completion(RIGHT.format(n), 5)] for t, n in zip(tasks, names)}
-    result = train_on_tasks(tasks, learner, executor, pipeline_config(kinds=("solve",)),
-                            SamplingConfig(n=2, temperature=1.0, max_tokens=16, seed=1), round_index=2,
-                            reuse=reuse if reused else None, supervised=found)  # fmt: skip
+    result = _train(tasks, learner, executor, SamplingConfig(n=2, temperature=1.0, max_tokens=16, seed=1), problems,
+                    round_index=2, reuse=reuse if reused else None, supervised={"Toy/0": found[0], "Toy/2": found[1]})  # fmt: skip
     assert len(learner.samples) >= 2  # more than one chunk trained: only the first takes the answers
     first, rest = learner.samples[0], [s for chunk in learner.samples[1:] for s in chunk]
     mine = [s for s in first if s.supervised]

@@ -23,6 +23,8 @@ from __future__ import annotations
 from collections import Counter
 from typing import Mapping, Sequence
 
+from unified.eval.gain_stats import flipped
+
 CLASSES = ("no_code", "syntax", "entry_point", "exception", "timeout", "wrong_answer", "pass")
 FORMAT = ("no_code", "syntax", "entry_point")
 LOGIC = ("exception", "timeout", "wrong_answer")
@@ -58,14 +60,13 @@ def flip_classes(before: Mapping[str, str | None], after: Mapping[str, str | Non
     the gained flips split into format fixes and logic fixes (by the class before), and the
     NET split (`net_format`, `net_logic`): gained by that kind of fix minus lost to that kind
     of failure (a lost problem by its class after)."""
-    gained = [p for p in control if control[p] == 0 and trained.get(p) == 1]
-    lost = [p for p in control if control[p] == 1 and trained.get(p) == 0]
+    gained, lost = flipped(control, trained)
     row = lambda p: {"problem": p, "before": before.get(p), "after": after.get(p)}  # noqa: E731
     fixed = {kind: sum(before.get(p) in kind for p in gained) for kind in (FORMAT, LOGIC)}
     broke = {kind: sum(after.get(p) in kind for p in lost) for kind in (FORMAT, LOGIC)}
     return {
-        "gained": [row(p) for p in sorted(gained)],
-        "lost": [row(p) for p in sorted(lost)],
+        "gained": [row(p) for p in gained],
+        "lost": [row(p) for p in lost],
         "gained_format_fixes": fixed[FORMAT],
         "gained_logic_fixes": fixed[LOGIC],
         "gained_unclassified": len(gained) - fixed[FORMAT] - fixed[LOGIC],

@@ -1,10 +1,13 @@
 """A measured gain as a claim against noise: flips, McNemar's exact test, a paired bootstrap.
+The ONE module where flips and p-values are computed: every claim (eval/experiments/) and its
+record (`record.Record`) call these; none counts a flip or a p on its own.
 
 Every input is per problem: 1 (greedy answer passes the hidden tests) or 0, for the control
 (the untrained model: without updates greedy decoding cannot change) and for each training
 seed. Pure functions over dicts `problem id -> 0/1`.
 
-    flips(control, after)          (gained, lost): problems the training turned 0->1 / 1->0
+    flipped(control, after)        (gained ids, lost ids): problems the training turned 0->1 / 1->0
+    flips(control, after)          (gained, lost): how many
     mcnemar_exact_p(gained, lost)  two-sided exact McNemar (binomial test on the discordant pairs)
     paired_bootstrap_ci(control, seeds)   95% interval of the mean-over-seeds gain, problems resampled
     noisy_problems(repeats)        problems whose control outcome differs between repeated evaluations
@@ -25,11 +28,16 @@ from typing import Mapping, Sequence
 import numpy as np
 
 
-def flips(control: Mapping[str, float], after: Mapping[str, float]) -> tuple[int, int]:
-    ids = [i for i in control if i in after]
-    gained = sum(1 for i in ids if after[i] >= 0.5 > control[i])
-    lost = sum(1 for i in ids if control[i] >= 0.5 > after[i])
-    return gained, lost
+def flipped(control: Mapping[str, float | None], after: Mapping[str, float | None]) -> tuple[list[str], list[str]]:
+    """(gained, lost), sorted ids: the problems scored in both (None: not scored) that pass after
+    and failed in the control, and the other way round (a pass: >= 0.5)."""
+    ids = sorted(i for i in control if control[i] is not None and after.get(i) is not None)
+    return [i for i in ids if after[i] >= 0.5 > control[i]], [i for i in ids if control[i] >= 0.5 > after[i]]
+
+
+def flips(control: Mapping[str, float | None], after: Mapping[str, float | None]) -> tuple[int, int]:
+    gained, lost = flipped(control, after)
+    return len(gained), len(lost)
 
 
 def mcnemar_exact_p(gained: int, lost: int) -> float:

@@ -1,10 +1,10 @@
 """Phases 1-4 of a round in one call, and the phase-5 rewards for its rollouts.
 
-    data = build_round_data(problems, engine, executor, cfg, round_index, seed)
+    data = build_round_data(problems, engine, executor, cfg, plan)   plan: pipeline/plan.py RoundPlan
     rewards = score_rollouts(data.tasks, completions, executor, cfg)
 
-Three generation calls (greedy pass@1, K programs, proposed inputs) and three executor
-batches (hidden tests, visible check, one run_twice for all program x input pairs).
+Two generation calls (K programs, proposed inputs) and two executor batches (visible check,
+one run_twice for all program x input pairs).
 `problems` must already carry expected values (`benchmarks.with_expected_outputs`).
 """
 
@@ -21,6 +21,7 @@ from unified.kinds.agreement import votes_per_program
 from unified.pipeline import ipo, programs as phase1, tasks as phase3, validate
 from unified.pipeline.config import INPUTS, TTRLVR_KINDS, PipelineConfig  # noqa: F401 - the schema's names, re-exported
 from unified.pipeline.generation import Generator, SamplingConfig
+from unified.pipeline.plan import RoundPlan
 from unified.pipeline.rewards import penalize_format_only_without_signal, score_batch
 from unified.types import Completion, IOTriple, Problem, Program, Rejection, Task
 
@@ -57,29 +58,18 @@ class RoundData:
         return {k: sum(t.kind == k for t in self.candidate_tasks) for k in KINDS}
 
 
-def build_round_data(
-    problems: Sequence[Problem],
-    generator: Generator,
-    executor,
-    cfg: PipelineConfig,
-    round_index: int,
-    seed: int = 0,
-    on_phase: Callable[[str, float], None] | None = None,
-    train_on: frozenset[str] | None = None,
-    budget: Mapping[str, int] | None = None,
-    baseline: Callable | None = None,
-) -> RoundData:
-    """`on_phase(name, seconds)`: called as each sub-phase ends. `train_on`: the problem ids phases
-    1-4 run on (None: all). `budget`: problem id -> phase 1's samples (discovery.py; None:
-    `num_programs` each). `baseline`: see `_baseline`."""
-    cfg = cfg.require_derived()
-    round_seed = seed * 100_003 + round_index  # differs per round, reproducible per run
+def build_round_data(problems: Sequence[Problem], generator: Generator, executor, cfg: PipelineConfig, plan: RoundPlan,
+                     on_phase: Callable[[str, float], None] | None = None) -> RoundData:  # fmt: skip
+    """Phases 1-4 on the problems `plan` draws (`plan.problems`), with its seed and phase 1's
+    samples per problem (`plan.samples`; None: `num_programs` each). `on_phase(name, seconds)`:
+    called as each sub-phase ends. Nothing here reads a hidden test (the round's evaluation is
+    run/measure.py's): `pass_at_1` is None per problem."""
+    cfg, round_index, round_seed = cfg.require_derived(), plan.round_index, plan.seed
     lap, rejections = _Laps(on_phase), []
-    pass_at_1 = _baseline(problems, generator, executor, cfg, round_seed, baseline)
-    lap("baseline")
-    if train_on is not None:
-        problems = [p for p in problems if p.problem_id in train_on]
-    (candidates, completions), kept, passing = _phase_1(problems, generator, executor, cfg, round_seed, rejections, budget)
+    drawn = set(plan.problems)
+    problems = [p for p in problems if p.problem_id in drawn]
+    pass_at_1 = {p.problem_id: None for p in problems}
+    (candidates, completions), kept, passing = _phase_1(problems, generator, executor, cfg, round_seed, rejections, plan.samples)
     lap("phase_1")
     selfplay = [p for p in kept if _within_group(p, cfg.num_programs) or p.program_id in passing]  # a wider budget is for solve
     triples = _phase_2(problems, selfplay, generator, executor, cfg, round_seed, rejections) if cfg.needs_triples else []
@@ -107,15 +97,6 @@ def build_round_data(
                      visible_passing=frozenset(_with_examples(passing, problems)), triples=tuple(triples),
                      candidate_tasks=tuple(candidate_tasks), tasks=tuple(tasks), rejections=tuple(rejections),
                      timings=lap.timings)  # fmt: skip
-
-
-def _baseline(problems, generator: Generator, executor, cfg: PipelineConfig, round_seed: int, baseline) -> dict:
-    """Greedy pass@1 on the hidden tests of every problem (`baseline`: `eval.greedy.pass_at_1`,
-    handed in by the caller: pipeline/ reads no hidden test), when `cfg.evaluate_baseline` and
-    a baseline is given; else None per problem. Evaluation only: hidden tests never reach a task."""
-    if not (cfg.evaluate_baseline and baseline is not None):
-        return {p.problem_id: None for p in problems}
-    return baseline(problems, generator, executor.run_batch, cfg.program_max_tokens, round_seed)
 
 
 def _phase_1(problems, generator: Generator, executor, cfg: PipelineConfig, round_seed: int, rejections: list,

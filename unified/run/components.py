@@ -18,7 +18,7 @@ import logging
 import os
 import random
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -30,7 +30,8 @@ from unified.benchmarks.hidden import with_expected_outputs
 from unified.benchmarks.load import BenchmarkError, load_problems
 from unified.errors import UserError
 from unified.models.resolve import load_tokenizer, resolve_model_path
-from unified.pipeline import consolidation
+
+from unified.pipeline.plan import RunState, merge_ranks
 from unified.run.colocate import Colocation, resolve_sleep
 from unified.run.phase5 import Learner
 from unified.run.telemetry import ComputeLedger, MeteredEngine
@@ -43,13 +44,12 @@ from unified.trainer.distributed import DistInfo, all_gather, init_distributed, 
 from unified.trainer.engine import Engine, SamplingConfig, build_engine_from_config
 from unified.trainer.losses import check_algorithm
 from unified.trainer.policy import Policy, build_policy_from_config
-from unified.types import Completion, Problem
+from unified.types import Problem
 
 if TYPE_CHECKING:
     from transformers import PreTrainedTokenizerBase
 
 log = logging.getLogger("unified")
-
 
 @dataclass(frozen=True)
 class Components:
@@ -68,19 +68,14 @@ class Components:
     start_round: int  # first round to run (1-based)
     resumed_from: Path | None
     ledger: ComputeLedger  # device-seconds and tokens per role, cumulative
-    eval_history: list = field(default_factory=list)  # [(cumulative compute, pass@1)] for the ScaleRL fit
     dtype: str = "float32"  # the compute dtype model.dtype resolved to (policy and engine alike)
-    # problem id -> one bool per round it was drawn: whether a group of it had signal (pipeline/selective.py)
-    signal_history: dict = field(default_factory=dict)
-    # problem id -> its newest phase-1 completion that passed the visible examples (pipeline/discovery.py)
-    found: dict = field(default_factory=dict)
-    # problem id -> its consolidation target (pipeline/consolidation.py; algorithm.consolidate_passes)
-    targets: dict = field(default_factory=dict)
+    # what the run had learned when it started (a checkpoint's, else empty): the loop holds the state from here
+    # (pipeline/plan.py RunState) and hands it to `save`; nothing here changes during the run
+    start_state: RunState = field(default_factory=RunState)
 
     @property
     def checkpoint_dir(self) -> Path:
         return self.out_dir / "checkpoints"
-
 
 def seed_everything(seed: int, deterministic: bool) -> None:
     random.seed(seed)
@@ -88,7 +83,6 @@ def seed_everything(seed: int, deterministic: bool) -> None:
     torch.manual_seed(seed)
     if deterministic:
         torch.use_deterministic_algorithms(True)
-
 
 @dataclass(frozen=True)
 class Inputs:
@@ -100,7 +94,6 @@ class Inputs:
     policy_path: str  # what the policy loads: the base model under LoRA (plus the checkpoint's adapter)
     adapter_dir: Path | None  # the checkpoint's LoRA adapter when resuming with LoRA
     config_yaml: str  # the typed config as YAML (config.to_yaml): checkpoints keep it
-
 
 def check_inputs(cfg: TrainConfig, config_yaml: str) -> Inputs:
     """Problem selection, checkpoint, model and the algorithm's verl names: every mistake
@@ -118,7 +111,6 @@ def check_inputs(cfg: TrainConfig, config_yaml: str) -> Inputs:
         raise UserError(f"{len(problems)} problem(s) for {world} ranks: select at least one problem per rank (--problems {world})")
     return Inputs(tuple(problems), *_model_paths(cfg, resume), config_yaml)
 
-
 def _model_paths(cfg: TrainConfig, resume: Path | None) -> tuple:
     """(engine model, resume, policy model, LoRA adapter): a resumed run loads the
     checkpoint's model; under LoRA the policy loads the base model plus the adapter."""
@@ -132,7 +124,6 @@ def _model_paths(cfg: TrainConfig, resume: Path | None) -> tuple:
         if not (adapter_dir / "adapter_model.safetensors").exists():
             raise UserError(f"checkpoint {resume} has no LoRA adapter (it was trained with tuning.method != lora): resume it with the tuning it was trained with")
     return model_path, resume, base if lora else model_path, adapter_dir
-
 
 def build_components(cfg: TrainConfig, inputs: Inputs) -> Components:
 
@@ -161,27 +152,19 @@ def build_components(cfg: TrainConfig, inputs: Inputs) -> Components:
     ref_policy = reference_policy(cfg, info.device, dtype) if cfg.algorithm.use_kl_loss else None
     aggregator = build_aggregator(cfg.algorithm, policy, snapshot_dir=out_dir / "snapshots")
     ledger = ComputeLedger()
-    start, history, signals, found, targets = (_restore(resume, aggregator, engine, ledger, info.rank) if resume is not None
-                                               else (1, [], {}, {}, {}))  # fmt: skip
+    start, state = _restore(resume, aggregator, engine, ledger, info.rank) if resume is not None else (1, RunState())
     colocation = Colocation(engine, resolve_sleep(rollout.sleep_between_phases, rollout.backend))
     learner = Learner(aggregator, cfg.algorithm, engine, tokenizer.pad_token_id, t.update_weights, colocation, ref_policy, ledger)
     return Components(cfg, info, problems, all_ids, tokenizer, policy, engine, executor, aggregator, learner,
-                      inputs.config_yaml, out_dir, start, resume, ledger, history, dtype, signals, found, targets)  # fmt: skip
+                      inputs.config_yaml, out_dir, start, resume, ledger, dtype, state)  # fmt: skip
 
-
-def _restore(resume: Path, aggregator, engine, ledger, rank: int) -> tuple[int, list, dict, dict, dict]:
+def _restore(resume: Path, aggregator, engine, ledger, rank: int) -> tuple[int, RunState]:
     """The checkpoint's optimizer, aggregator, compute ledger and RNG state, in place;
-    -> (the first round to run, the eval history for the scaling fit, each problem's
-    signal history for selective sampling, each problem's found passing answer, each
-    problem's consolidation target)."""
+    -> (the first round to run, the run's learning state: `RunState.from_dict`)."""
     state, optimizer_state = ckpt.load_checkpoint(resume)
-    history, signals = [], {pid: tuple(h) for pid, h in state.get("signal_history", {}).items()}
-    found = {pid: Completion(**{k: tuple(v) if isinstance(v, list) else v for k, v in c.items()})
-             for pid, c in state.get("found", {}).items()}  # fmt: skip
     if "compute" in state:
         ledgers = state["compute"]
         ledger.load_state_dict(ledgers[rank] if rank < len(ledgers) else ledgers[0])
-        history = [tuple(x) for x in state.get("eval_history", [])]
     aggregator.load_optimizer_state_dict(optimizer_state)
     aggregator.load_state_dict(state["aggregator"])
     if engine is not None:
@@ -189,15 +172,13 @@ def _restore(resume: Path, aggregator, engine, ledger, rank: int) -> tuple[int, 
     ckpt.set_rng_state(state["rng"])
     start = int(state["round"]) + 1
     log.info("resumed from %s: continuing at round %d (version %d)", resume, start, aggregator.version)
-    return start, history, signals, found, consolidation.from_state(state.get("targets", {}))
-
+    return start, RunState.from_dict(state)
 
 def reference_policy(cfg: TrainConfig, device, dtype: str):
     """The KL reference: the configured model as it was before any training (a resumed run
     too), frozen."""
 
     return build_policy_from_config(cfg.model, resolve_model_path(cfg.model.path), device, trainable=False, dtype=dtype)
-
 
 def resident_engine(rollout, model_path: str, dtype: str, seed: int, planned_samples: int = 0):
     """The process's one engine, built once and warmed up."""
@@ -206,22 +187,19 @@ def resident_engine(rollout, model_path: str, dtype: str, seed: int, planned_sam
     warm_up(engine)
     return engine
 
-
 def warm_up(engine) -> None:
     """vLLM's first generate pays one-off set-up (seconds on CPU): do it here, not in round 1."""
 
     for temperature in (0.0, 1.0):
         engine.generate(["def f(x):"], SamplingConfig(n=2, temperature=temperature, max_tokens=4, seed=0))
 
-
-def save(c: Components, round_index: int) -> Path | None:
-    """A checkpoint of the state after `round_index` (collective: every rank calls it)."""
+def save(c: Components, state: RunState, round_index: int) -> Path | None:
+    """A checkpoint of the run after `round_index`: weights, optimizer, aggregator, RNG, and the
+    learning state `state` (`RunState.to_dict`, every rank's; collective: every rank calls it)."""
 
     optimizer_state = c.aggregator.optimizer_state_dict()  # gathered on every rank
     ledgers = all_gather(c.ledger.state_dict())  # each rank's own compute, restored per rank
-    signals = {pid: list(h) for part in all_gather(c.signal_history) for pid, h in part.items()}  # every rank's problems
-    found = {pid: asdict(comp) for part in all_gather(c.found) for pid, comp in part.items()}
-    targets = {pid: t for part in all_gather(consolidation.to_state(c.targets)) for pid, t in part.items()}
+    learned = merge_ranks(all_gather(state.to_dict()))  # every rank's problems
     state_dict = c.policy.full_state_dict()  # adapters merged: what transformers and vLLM load
     adapter = c.policy.adapter_state()
     if c.dist.rank != 0:
@@ -238,14 +216,12 @@ def save(c: Components, round_index: int) -> Path | None:
         write_model=write_model,
         optimizer_state=optimizer_state,
         state={"aggregator": c.aggregator.state_dict(), "world_size": c.dist.world_size,
-               "compute": ledgers, "eval_history": list(c.eval_history), "signal_history": signals, "found": found,
-               "targets": targets},
+               "compute": ledgers, **learned},
         config_yaml=c.config_yaml,
         keep=c.cfg.trainer.keep_checkpoints,
     )
     log.info("checkpoint: %s", folder)
     return folder
-
 
 @contextmanager
 def phase_engine(c: Components):
@@ -253,7 +229,6 @@ def phase_engine(c: Components):
     (bench/restart_mode.py swaps this for the old design: a fresh engine per phase.)"""
 
     yield MeteredEngine(c.engine, c.ledger)
-
 
 def close(c: Components) -> None:
     """vLLM first (it tears the process group down with it), then the sandbox pool."""

@@ -16,9 +16,12 @@ from __future__ import annotations
 
 import time
 from contextlib import nullcontext
+from dataclasses import replace
+from typing import Mapping
 
 from unified.pipeline.consolidation import Greedy, Target, greedy_answers, round_targets
 from unified.run.components import Components, phase_engine
+from unified.run.phase5 import Phase5Result
 from unified.text.extract import code_key
 from unified.trainer.consolidate import consolidate
 from unified.trainer.distributed import all_reduce_int
@@ -27,18 +30,16 @@ from unified.types import Sample
 KIND = "consolidation"
 
 
-def consolidate_round(run: Components, data) -> tuple[dict[str, Target], dict]:
-    """(every target after this round, the round's `consolidation/*` scalars); off, or in the
-    no-training control: the targets as they were and no scalars."""
+def consolidate_round(run: Components, targets: Mapping[str, Target], data, result: Phase5Result) -> Phase5Result:
+    """`result` with every target after this round (`targets`: the state's, before it) and the
+    round's `consolidation/*` scalars (run when the round's plan consolidates)."""
     learner, algorithm = run.learner, run.cfg.algorithm
-    if not algorithm.consolidate_passes or not learner.update_weights:
-        return dict(run.targets), {}
     start, pipeline = time.perf_counter(), run.cfg.pipeline
     greedy = lambda problems: greedy_answers(problems, engine, run.executor.run_batch, pipeline.program_max_tokens,  # noqa: E731
                                              pipeline.program_end)  # fmt: skip
     with phase_engine(run) as engine:
         before = greedy(data.problems)
-        targets = round_targets(run.targets, data, before, run.executor.run_batch)
+        targets = round_targets(targets, data, before, run.executor.run_batch)
         mine = [targets[p.problem_id] for p in data.problems if p.problem_id in targets]
         with learner.colocation.session() if learner.colocation is not None else nullcontext():
             stats = consolidate([target_sample(t, run.aggregator.version) for t in mine], run.aggregator, algorithm,
@@ -51,7 +52,7 @@ def consolidate_round(run: Components, data) -> tuple[dict[str, Target], dict]:
     scalars = {f"consolidation/{k}": all_reduce_int(v, "sum") for k, v in counts.items()}
     scalars.update({"consolidation/passes": stats.passes, "consolidation/steps": stats.steps, "consolidation/nll": stats.nll,
                     "time/consolidation": time.perf_counter() - start})  # fmt: skip
-    return targets, scalars
+    return replace(result, targets=targets, consolidation=scalars)
 
 
 def reproduced(greedy: Greedy | None, target: Target) -> bool:

@@ -1,13 +1,17 @@
-"""The round loop: build everything once, then N rounds of phases 1-4 and phase 5.
+"""The round loop: build everything once, then N rounds, each read top to bottom.
 
     _, cfg = load_config(overrides)           the one typed, frozen TrainConfig (schema.py), validated once
-    run = build_components(cfg)               policy, ONE engine, executor, aggregator
+    run = build_components(cfg)               policy, ONE engine, executor, aggregator (immutable wiring)
+    state = run.start_state                   the run's learning state (pipeline/plan.py RunState)
     for round r:
+        plan_round     every lever's choice for the round, once (pipeline/plan.py RoundPlan)
         make_tasks     phases 1-4: programs -> IPO triples -> tasks -> validation   (pipeline)
+        measure_round  the round's one measurement: greedy pass@1 of its start weights, pass@k, labels
         update_policy  phase 5: rollouts -> rewards -> verl loss -> optimizer step -> push into engine
-        metrics        merged over ranks -> TensorBoard, metrics.jsonl, one console line
-        checkpoint     every `save_every` rounds, at the end, and on SIGTERM/SIGINT
-"""
+        consolidate    when the plan says so: found answers become greedy answers
+        state.after    what the round taught, applied once
+        round_scalars  merged over ranks -> TensorBoard, metrics.jsonl, one console line
+        save           every `save_every` rounds, at the end, and on SIGTERM/SIGINT"""
 
 from __future__ import annotations
 
@@ -25,13 +29,14 @@ from omegaconf import OmegaConf
 from tqdm import tqdm
 
 from unified.config import UserError, check_machine, to_yaml
-from unified.pipeline import discovery, selective
+from unified.pipeline import selective
 from unified.pipeline.parquet_io import write_round, write_rows
 from unified.pipeline.phases import build_round_data
+from unified.pipeline.plan import RoundPlan, RunState, groups, plan_round
 from unified.run import measure, metrics
 from unified.run.components import Components, build_components, check_inputs, close, phase_engine, save
 from unified.run.consolidation import consolidate_round
-from unified.run.phase5 import Phase5Result, phase_1_groups, replay_answers, train_on_tasks
+from unified.run.phase5 import Phase5Result, train_on_tasks
 from unified.run.plots import plot_run
 from unified.run.runlog import FolderGuard, RunLock, RunLog, check_run_folder, memory_stats
 from unified.run.stopping import StopRequest
@@ -65,11 +70,13 @@ def train(cfg: TrainConfig) -> int:
         run = build_components(cfg, inputs)
         try:
             _announce(run, runlog)
+            state = run.start_state  # the run's learning state: one value, replaced once a round
             with StopRequest() as stop:
                 for r in range(run.start_round, cfg.trainer.rounds + 1):
-                    if not run_round(run, runlog, r, stop):
+                    state, going = run_round(run, state, runlog, r, stop)
+                    if not going:
                         return stop.exit_code
-            _finish(run, runlog)
+            _finish(run, state, runlog)
             runlog.image("summary", run.out_dir / "tensorboard" / "summary.png", cfg.trainer.rounds)  # Images tab
             return 0
         finally:
@@ -107,116 +114,86 @@ def finished(cfg: TrainConfig, inputs) -> str | None:
             + f"; --rounds {saved_round + 1} or more continues it")  # fmt: skip
 
 
-def run_round(run: Components, runlog: RunLog, r: int, stop: StopRequest) -> bool:
-    """One round; False when a stop signal ended the run (after a checkpoint)."""
+def run_round(run: Components, state: RunState, runlog: RunLog, r: int, stop: StopRequest) -> tuple[RunState, bool]:
+    """One round: plan, tasks, measure, update, state, metrics, save. -> (the state after it,
+    False when a stop signal ended the run after a checkpoint)."""
     start, rng_at_start = time.perf_counter(), rng_state()
     if hasattr(run.executor, "forget"):  # executor.reuse_results: each distinct call runs once a round
         run.executor.forget()
+    plan = plan_round(state, run.cfg, [p.problem_id for p in run.problems], r)  # every lever's choice, once
     with runlog.phase(r, "phase_1_4") as t14:
-        selection = select_problems(run, r)
-        data, all_data = make_tasks(run, r, selection)
+        data = make_tasks(run, plan)
+        measured = measure.measure_round(run, plan, data)  # the round's one measurement: the start weights
+        all_data = publish_tasks(run, plan, replace(data, pass_at_1=measured.pass_at_1))
     if _stop_requested(stop):  # nothing trained yet this round: save the state it started from
         set_rng_state(rng_at_start)
-        save(run, r - 1)
-        return False
+        save(run, state, r - 1)
+        return state, False
     with runlog.phase(r, "phase_5") as t5:
-        result, rows = update_policy(run, r, data)
-    targets, consolidated = consolidate_round(run, data)  # found answers become greedy answers
-    run.targets.clear()
-    run.targets.update(targets)
-    signal = selective.problems_with_signal(_groups(data.tasks, result.rollouts))
-    run.signal_history.update(selective.observe(run.signal_history, selection.drawn, signal))
-    run.found.update(discovery.update_found(run.found, data.program_completions, data.visible_passing))
-    gc.collect()  # free between rounds; the engine stays
-    if torch.cuda.is_available():
-        torch.cuda.empty_cache()
-    scalars = {**metrics.pipeline_metrics(all_data), **metrics.rollout_metrics(rows)}
-    scalars.update(metrics.train_metrics(all_gather(result.train)))
-    scalars["train/reused_groups"] = all_reduce_int(result.reused_groups, "sum")
-    scalars["train/replayed_groups"] = all_reduce_int(result.replayed_groups, "sum")
-    scalars["tasks/found_total"] = all_reduce_int(len(run.found), "max")  # problems with a passing sample so far
-    scalars.update(metrics.selection_metrics(all_gather((len(selection.drawn), len(selection.skipped), len(signal)))))
-    scalars.update(measure.round_measures(run, data, scalars))  # pass@k, agreement labels, compute and the fit
-    scalars.update(consolidated)  # consolidation/*: targets, reproduced, lost, passes, seconds
-    scalars.update(metrics.executor_metrics(run.executor))  # executor/: this round's sandbox calls and timeouts by kind
-    scalars.update(metrics.state_metrics(run.aggregator, run.engine, memory_stats()))
-    scalars.update(metrics.colocation_metrics(run.learner.colocation))  # memory/gpu_update_gib (CUDA), engine/sleeps
-    if run.dist.world_size > 1:
-        scalars["engine/ranks_agree"] = _engines_agree(run)
-    scalars.update({"time/phase_1_4": t14["seconds"], "time/phase_5": t5["seconds"], "time/push": result.train.push_s,
-              "time/round": time.perf_counter() - start, **{f"time/phase_5_{k}": s for k, s in result.seconds.items()}})  # fmt: skip
+        result, rows = update_policy(run, plan, data)
+    if plan.consolidate:  # found answers become greedy answers
+        result = consolidate_round(run, state.targets, data, result)
+    state = state.after(plan, data, result)
+    scalars = round_scalars(run, plan, all_data, result, measured, rows)
+    scalars.update({"tasks/found_total": all_reduce_int(len(state.found), "max"), "time/phase_1_4": t14["seconds"],
+                    "time/phase_5": t5["seconds"], "time/round": time.perf_counter() - start})  # fmt: skip
+    state = state.evaluated(scalars["compute/total_s"], scalars["eval/pass@1"]) if "eval/pass@1" in scalars else state
+    scalars.update(measure.fit(run, state.eval_history, {k: v for k, v in scalars.items() if k.startswith("compute/")}))
     _report(run, runlog, r, scalars, all_data, rows)
     stopping = _stop_requested(stop)
     if r % run.cfg.trainer.save_every == 0 or r == run.cfg.trainer.rounds or stopping:
-        save(run, r)
-    return not stopping
+        save(run, state, r)
+    return state, not stopping
 
 
-def select_problems(run: Components, r: int) -> selective.Selection:
-    """This rank's problems drawn this round (`pipeline.selective_keep`; all when 1.0)."""
-    pipeline, ids = run.cfg.pipeline, [p.problem_id for p in run.problems]
-    return selective.select(ids, run.signal_history, pipeline.selective_keep, pipeline.selective_floor, run.cfg.seed, r)
+def make_tasks(run: Components, plan: RoundPlan):
+    """Phases 1-4 on the plan's problems: this rank's RoundData."""
+    with _bar(f"round {plan.round_index} phases 1-4", 4, run) as bar, phase_engine(run) as engine:
+        return build_round_data(run.problems, engine, run.executor, run.cfg.pipeline, plan, lambda *_: bar.update())
 
 
-def make_tasks(run: Components, r: int, selection: selective.Selection):
-    """Phases 1-4 on the drawn problems: this rank's RoundData, and every rank's merged
-    (written as Parquet by rank 0)."""
-    t, pipeline = run.cfg.trainer, run.cfg.pipeline
-    evaluate = t.eval_every > 0 and (r - 1) % t.eval_every == 0
-    pipeline = replace(pipeline, evaluate_baseline=pipeline.evaluate_baseline and evaluate)
-    with _bar(f"round {r} phases 1-4", 5, run) as bar, phase_engine(run) as engine:
-        data = build_round_data(run.problems, engine, run.executor, pipeline, r, run.cfg.seed, lambda *_: bar.update(),
-                                train_on=frozenset(selection.drawn), budget=sample_budget(run, selection),
-                                baseline=measure.BASELINE)  # fmt: skip
+def publish_tasks(run: Components, plan: RoundPlan, data):
+    """Every rank's RoundData merged (with the measured pass@1), written as Parquet by rank 0."""
     all_data = metrics.merge_rounds(all_gather(data))
     if run.dist.is_main:
-        write_round(run.out_dir / f"round_{r}", all_data, measure.hidden_counts(all_data.problems))
-    log.info("round %d: %d tasks kept of %d candidates", r, len(all_data.tasks), len(all_data.candidate_tasks))
-    return data, all_data
+        write_round(run.out_dir / f"round_{plan.round_index}", all_data, measure.hidden_counts(all_data.problems))
+    log.info("round %d: %d tasks kept of %d candidates", plan.round_index, len(all_data.tasks), len(all_data.candidate_tasks))
+    return all_data
 
 
-def sample_budget(run: Components, selection: selective.Selection) -> dict | None:
-    """Phase 1's samples per drawn problem (`pipeline.discovery_n`; None: the group size everywhere)."""
-    pipeline = run.cfg.pipeline
-    if not pipeline.discovery_n:
-        return None
-    return discovery.samples_per_problem(selection.drawn, run.found, pipeline.num_programs, pipeline.discovery_n)
+def round_scalars(run: Components, plan: RoundPlan, data, result: Phase5Result, measured, rows) -> dict:
+    """The round's metrics in one call: pipeline, rollouts, the update, selection, what was measured,
+    consolidation, the sandbox, the aggregator and engine, memory, compute (`data`: every rank's)."""
+    signal = selective.problems_with_signal(groups(data.tasks, result.rollouts))  # this rank's
+    scalars = {**metrics.pipeline_metrics(data), **metrics.rollout_metrics(rows), **metrics.train_metrics(all_gather(result.train)),
+               "train/reused_groups": all_reduce_int(result.reused_groups, "sum"),
+               "train/replayed_groups": all_reduce_int(result.replayed_groups, "sum"),
+               **metrics.selection_metrics(all_gather((len(plan.problems), len(plan.skipped), len(signal)))),
+               **measured.scalars, **result.consolidation, **metrics.executor_metrics(run.executor),
+               **metrics.state_metrics(run.aggregator, run.engine, memory_stats()),
+               **metrics.colocation_metrics(run.learner.colocation), **measure.compute_scalars(run),
+               "time/push": result.train.push_s, **{f"time/phase_5_{k}": s for k, s in result.seconds.items()}}  # fmt: skip
+    if run.dist.world_size > 1:
+        scalars["engine/ranks_agree"] = _engines_agree(run)
+    return scalars
 
 
-def update_policy(run: Components, r: int, data) -> tuple[Phase5Result, list[Rollout]]:
+def update_policy(run: Components, plan: RoundPlan, data) -> tuple[Phase5Result, list[Rollout]]:
     """Phase 5: rollouts, rewards and updates on this rank's tasks; every rank's rollout rows."""
-    result, tasks = Phase5Result((), UpdateStats(), {}), data.tasks
-    if all_reduce_int(len(tasks), "sum") == 0:
+    r, result = plan.round_index, Phase5Result((), UpdateStats(), {})
+    if all_reduce_int(len(data.tasks), "sum") == 0:
         log.warning("round %d: no valid tasks, phase 5 skipped", r)
     else:
-        sampling = run.cfg.rollout.sampling(seed=(run.cfg.seed * 100_003 + r) * 7919)
         with _bar(f"round {r} phase 5", None, run) as bar, phase_engine(run) as engine:
-            replay = replay_answers(run.found, data.problems) if run.cfg.pipeline.replay else None
-            result = train_on_tasks(tasks, run.learner.on(engine), run.executor, run.cfg.pipeline, sampling, round_index=r,
-                                    on_chunk=bar.update, reuse=phase_1_groups(data, run.cfg.pipeline, sampling), replay=replay,
-                                    supervised=supervised_answers(run, data))  # fmt: skip
+            result = train_on_tasks(data, run.learner.on(engine), run.executor, run.cfg.pipeline, plan, bar.update)
     rows = [row for part in all_gather(list(result.rollouts)) for row in part]
     if run.dist.is_main:
         write_rows(run.out_dir / f"round_{r}", "rollouts", [asdict(row) for row in rows])
     log.info("round %d: phase 5 on %d rollouts, %d optimizer step(s)", r, len(rows), result.train.steps)
+    gc.collect()  # free between rounds; the engine stays
+    if torch.cuda.is_available():
+        torch.cuda.empty_cache()
     return result, rows
-
-
-def supervised_answers(run: Components, data) -> list:
-    """The supervised term's answers this round (`algorithm.sft_coef` > 0): each of this rank's
-    problems' newest passing completion, this round's phase 1 first, else an earlier round's."""
-    if not run.cfg.algorithm.sft_coef:
-        return []
-    found = discovery.update_found(run.found, data.program_completions, data.visible_passing)
-    return discovery.found_answers(found, [p.problem_id for p in data.problems])
-
-
-def _groups(tasks, rollouts) -> list[tuple[str, list[float]]]:
-    """(problem id, rewards) of each phase-5 group of this rank."""
-    problem_of, rewards = {t.task_id: t.problem_id for t in tasks}, {}
-    for row in rollouts:
-        rewards.setdefault(row.task_id, []).append(row.reward)
-    return [(problem_of[task_id], group) for task_id, group in rewards.items() if task_id in problem_of]
 
 
 def _report(run: Components, runlog: RunLog, r: int, scalars: dict, data, rows: list[Rollout]) -> None:
@@ -259,9 +236,9 @@ def _dtype_reason(run: Components) -> str:
     return "; this CPU has bf16 units" if cpu_has_bf16() else "; this CPU has no bf16 units"
 
 
-def _finish(run: Components, runlog: RunLog) -> None:
-    before = run.eval_history[0][1] if run.eval_history else None  # the first evaluated round's start
-    final = measure.final_evaluation(run, runlog) if run.cfg.trainer.eval_every > 0 else None
+def _finish(run: Components, state: RunState, runlog: RunLog) -> None:
+    before = state.eval_history[0][1] if state.eval_history else None  # the first evaluated round's start
+    final = measure.final_evaluation(run, state, runlog) if run.cfg.trainer.eval_every > 0 else None
     if run.dist.is_main and (run.out_dir / "metrics.jsonl").exists():
         png = run.out_dir / "tensorboard" / "summary.png"
         plot_run(run.out_dir / "metrics.jsonl", png, final_pass_at_1=final.pass_at_1 if final else None)

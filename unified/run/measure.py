@@ -1,7 +1,8 @@
-"""What a round measures (never fed back into training): the greedy baseline on the hidden
-tests that phase 1 runs first (`BASELINE`, handed to `build_round_data`), and after the
-update, in one call (`round_measures`): unbiased pass@k from phase 1's samples, the agreement
-labels' quality, compute per role and the ScaleRL fit. The run's final evaluation too.
+"""What a round measures (never fed back into training), in ONE call, `measure_round`, made
+once a round between its tasks (phases 1-4) and its update: the greedy pass@1 on the hidden
+tests of the weights the round started with (nothing trains before phase 5), unbiased pass@k
+from phase 1's samples, and the agreement labels' quality. The report adds compute per role
+and the ScaleRL fit of the evaluation history (`fit`); the run's final evaluation is here too.
 
 The training folders (pipeline/, kinds/, trainer/) read no hidden test; this module and
 unified/eval/ do (tests/test_layout.py).
@@ -10,6 +11,8 @@ unified/eval/ do (tests/test_layout.py).
 from __future__ import annotations
 
 import logging
+import time
+from dataclasses import dataclass
 
 from unified.benchmarks.hidden import hidden_count, programs_pass_hidden
 from unified.eval.evaluate import EvalResult, evaluate, write_results_json, write_samples_jsonl
@@ -17,6 +20,7 @@ from unified.eval.greedy import pass_at_1
 from unified.eval.pass_at_k import round_pass_at_k
 from unified.eval.scaling_fit import fit_metrics, write_fit_summary
 from unified.kinds import SOLVE
+from unified.pipeline.plan import RoundPlan, RunState
 from unified.run import metrics
 from unified.run.components import Components, phase_engine
 from unified.run.runlog import RunLog
@@ -24,7 +28,13 @@ from unified.trainer.distributed import all_gather
 
 log = logging.getLogger("unified")
 
-BASELINE = pass_at_1  # greedy pass@1 at a round's start: build_round_data calls it when the round evaluates
+@dataclass(frozen=True)
+class Measured:
+    """A round's measurement: greedy pass@1 per problem (every problem of this rank when the
+    round evaluates, else None each) and the scalars (`eval/pass@k`, `agreement/*`, `time/baseline`)."""
+
+    pass_at_1: dict
+    scalars: dict
 
 
 def hidden_counts(problems) -> dict[str, int]:
@@ -32,16 +42,21 @@ def hidden_counts(problems) -> dict[str, int]:
     return {p.problem_id: hidden_count(p) for p in problems}
 
 
-def round_measures(run: Components, data, scalars: dict) -> dict:
-    """Everything a round measures after its update: `eval/pass@k`, `agreement/*`,
-    `compute/*` and the fit (`scalars`: the round's metrics so far, for its `eval/pass@1`)."""
-    return {**_pass_at_k(run, data), **_agreement(run, data), **_compute_and_fit(run, scalars)}
+def measure_round(run: Components, plan: RoundPlan, data) -> Measured:
+    """The round's one measurement (`plan.evaluate`: the greedy pass@1 of every problem, drawn or not)."""
+    clock, scored = time.perf_counter(), {p.problem_id: None for p in run.problems}
+    if plan.evaluate:
+        with phase_engine(run) as engine:
+            scored = pass_at_1(run.problems, engine, run.executor.run_batch, run.cfg.pipeline.program_max_tokens, plan.seed)
+    seconds = time.perf_counter() - clock
+    evaluated = any(v is not None for v in scored.values())
+    return Measured(scored, {**(_pass_at_k(run, data) if evaluated else {}), **_agreement(run, data), "time/baseline": seconds})
 
 
 def _pass_at_k(run: Components, data) -> dict:
     """`eval/pass@k` (unbiased) from phase 1's samples, for the k in `trainer.pass_at_k`."""
     ks = list(run.cfg.trainer.pass_at_k)
-    if not ks or not data.pass_at_1 or all(v is None for v in data.pass_at_1.values()):
+    if not ks:
         return {}
     parts = all_gather(round_pass_at_k(data, run.executor, run.cfg.pipeline.num_programs, ks))
     return {_pass_at_k_key(k): sum(v for p in parts for v in p.get(k, [])) / max(1, sum(len(p.get(k, [])) for p in parts))
@@ -65,25 +80,23 @@ def _pass_at_k_key(k: int) -> str:
     return "eval/pass@1_sampled" if k == 1 else f"eval/pass@{k}"
 
 
-def _compute_and_fit(run: Components, scalars: dict) -> dict:
-    """`compute/*` summed over ranks; with this round's pass@1, the ScaleRL fit so far."""
-    parts = all_gather(run.ledger.metrics())
-    out = {k: sum(p[k] for p in parts) for k in parts[0]}
-    if "eval/pass@1" in scalars:
-        run.eval_history.append((out["compute/total_s"], scalars["eval/pass@1"]))
-    return {**out, **_fit(run, out)}
-
-
-def _fit(run: Components, compute: dict) -> dict:
+def fit(run: Components, history, compute: dict) -> dict:
+    """The ScaleRL fit of the evaluation history so far (`RunState.eval_history`: (compute, pass@1)
+    per evaluated round), written to eval_fit_summary.json by rank 0."""
     if not run.dist.is_main:
         return {}
-    history = list(run.eval_history)
     summary = write_fit_summary(run.out_dir / "eval_fit_summary.json", run.cfg.benchmark.name, [h[0] for h in history],
                                 [h[1] for h in history], compute)  # fmt: skip
     return fit_metrics(run.cfg.benchmark.name, summary)
 
 
-def final_evaluation(run: Components, runlog: RunLog) -> EvalResult:
+def compute_scalars(run: Components) -> dict:
+    """`compute/*`: device-seconds and tokens per role, summed over ranks (cumulative)."""
+    parts = all_gather(run.ledger.metrics())
+    return {k: sum(p[k] for p in parts) for k in parts[0]}
+
+
+def final_evaluation(run: Components, state: RunState, runlog: RunLog) -> EvalResult:
     """Greedy pass@1 of the final weights on the hidden tests; EvalPlus samples.jsonl."""
     with phase_engine(run) as engine:
         parts = all_gather(evaluate(run.problems, engine, run.executor, run.cfg.pipeline.program_max_tokens, seed=run.cfg.seed))
@@ -91,14 +104,12 @@ def final_evaluation(run: Components, runlog: RunLog) -> EvalResult:
     scored = [v for v in per_problem.values() if v is not None]
     result = EvalResult(sum(scored) / len(scored) if scored else 0.0, per_problem, [s for p in parts for s in p.samples],
                         parts[0].budget)  # fmt: skip
-    parts = all_gather(run.ledger.metrics())
-    compute = {k: sum(p[k] for p in parts) for k in parts[0]}
-    run.eval_history.append((compute["compute/total_s"], result.pass_at_1))
-    fit = _fit(run, compute)  # the last point of the curve: the final weights
+    compute = compute_scalars(run)
+    fitted = fit(run, state.evaluated(compute["compute/total_s"], result.pass_at_1).eval_history, compute)  # the final weights
     if run.dist.is_main:
         write_samples_jsonl(result.samples, run.out_dir / "eval" / "samples.jsonl")
         write_results_json(result, run.out_dir / "eval" / "eval_results.json", version=run.aggregator.version)
-        runlog.scalars(run.cfg.trainer.rounds, {"eval/final_pass@1": result.pass_at_1, **compute, **fit})
+        runlog.scalars(run.cfg.trainer.rounds, {"eval/final_pass@1": result.pass_at_1, **compute, **fitted})
     log.info("final pass@1 %.3f (%d/%d problems) at version %d: %s", result.pass_at_1, result.passed, result.scored,
              run.aggregator.version, run.out_dir / "eval" / "samples.jsonl")  # fmt: skip
     return result

@@ -37,11 +37,12 @@ def _must(ok: bool, rule: str, value) -> str | None:
 
 @dataclass(frozen=True)
 class ModelConfig:
-    path: Optional[str] = None  # smollm2 | tiny | None (the tiny model) | a local folder | a hub id
+    # smollm2 (the default run's: SmolLM2-135M-Instruct, offline) | tiny | None (the embedded tiny model) | a local folder | a hub id
+    path: Optional[str] = "smollm2"
     dtype: str = "auto"  # auto: float32 on CPU, bfloat16 on CUDA
     gradient_checkpointing: bool = False
     trust_remote_code: bool = False
-    max_new_tokens: int = 64  # generation budget per completion (programs, inputs, rollouts)
+    max_new_tokens: int = 192  # generation budget per completion (programs, inputs, rollouts); SmolLM2's programs mostly fit
 
     def __post_init__(self):
         _refuse("model", {"dtype": _must(self.dtype in DTYPES, f"one of {DTYPES}", self.dtype),
@@ -195,7 +196,7 @@ class AlgorithmConfig:
 class TuningConfig:
     """Which weights train (trainer/tuning.py)."""
 
-    method: str = "full"  # full | lora | top_layers
+    method: str = "top_layers"  # full | lora | top_layers
     lora_r: int = 16
     lora_alpha: int = 32
     lora_dropout: float = 0.0  # dropout makes training log-probs differ from the engine's

@@ -114,7 +114,7 @@ def test_attach_refuses_keys_that_describe_another_result_with_one_line(curve, t
 def test_the_planned_keys_come_from_the_runs_metrics_and_outcomes():
     """Consolidation per round, to_goal's median, tokens per gained problem, the equal-samples
     baseline and the permutation p, read from a result body and its runs' rows, never typed."""
-    from unified.eval.planned import baseline_samples, planned
+    from unified.eval.experiments.planned import baseline_samples, planned
 
     rows = [{"round": 1, "tasks/samples_phase_1": 800, "time/round": 600.0, "eval/pass@1": 0.05,
              "consolidation/targets": 20, "consolidation/reproduced": 15, "consolidation/lost": 1, "consolidation/passes": 4,

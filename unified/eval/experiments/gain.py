@@ -46,10 +46,10 @@ from pathlib import Path
 
 from unified.benchmarks.splits import SPLIT_SEED, split_ids
 from unified.cli import exit_code
-from unified.eval.experiments.record import REPO, Record, repo_relative, settings, write_json
-from unified.eval.planned import baseline_samples, planned
+from unified.eval.experiments.record import REPO, Record, repo_relative, settings
+from unified.eval.experiments.planned import baseline_samples, planned
 from unified.eval.failures import flip_classes, gain_split
-from unified.eval.gain_stats import noisy_problems, summary
+from unified.eval.gain_stats import flipped, noisy_problems, summary
 from unified.files import latest_checkpoint, read_jsonl
 from unified.machine import cpu_info, git_commit
 
@@ -282,7 +282,7 @@ def _discovery(record: Record, seeds: list[dict]) -> dict:
         seed["signal_problems_any_round"] = rounds[-1].get("tasks/found_total") if rounds else None
         seed["generated_tokens"] = rounds[-1].get("compute/generation_tokens") if rounds else None
     steady = {i: v for i, v in record.control.items() if i not in set(record.noisy)}
-    gained = {s: sorted(i for i in steady if not steady[i] and after.get(i)) for s, after in record.seeds}
+    gained = {s: flipped(steady, after)[0] for s, after in record.seeds}
     return {"signal_problems": {str(x["seed"]): x["signal_problems"] for x in seeds},
             "signal_problems_any_round": {str(x["seed"]): x["signal_problems_any_round"] for x in seeds},
             "generated_tokens": {str(x["seed"]): x["generated_tokens"] for x in seeds},
@@ -407,7 +407,7 @@ def main() -> int:
     result = with_plan(args, ids, base, result)
     suffix = "" if args.benchmark == "mbpp" else f"_{args.benchmark}"
     out = Path(args.output or REPO / "logs" / "bench" / f"test_time_gain{suffix}.json")
-    write_json(out, result)
+    Record.read(out.name, result).write(out, result)  # its figures recomputed from the outcomes, stamped
     f = lambda v: "n/a" if v is None else f"{v:.3f}"  # noqa: E731
     print(f"greedy pass@1 control {f(result['control_pass_at_1_after'])} | after {f(result['pass_at_1_after'])} "
           f"(seeds {result['gain_per_seed']}) | flips +{result['flips_gained']}/-{result['flips_lost']} | "

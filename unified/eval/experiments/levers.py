@@ -27,6 +27,7 @@ import re
 from pathlib import Path
 
 from unified.eval.experiments.record import write_json
+from unified.eval.gain_stats import flipped
 
 INDEX = re.compile(r"#p(\d+)$")
 
@@ -70,8 +71,7 @@ def seed_levers(run: Path, n: int, control: dict, after: dict, noisy: set[str]) 
         eligible_any |= set(rounds[-1]["replay_eligible"])
         found_any |= {p for p, idx in passing.items() if idx}
         first_n_any |= {p for p, idx in passing.items() if min(idx) < n}
-    gained = sorted(p for p, v in after.items() if v > control.get(p, 0.0) and p not in noisy)
-    lost = sorted(p for p, v in after.items() if v < control.get(p, 0.0) and p not in noisy)
+    gained, lost = flipped({p: v for p, v in control.items() if p not in noisy}, after)
     how = {p: ("first_n" if p in first_n_any else "budget" if p in found_any else "none") for p in gained}
     samples = sum(r["samples"] for r in rounds)
     return {"rounds": rounds, "samples": samples, "budget_sample_share": sum(r["samples_beyond_n"] for r in rounds) / max(1, samples),

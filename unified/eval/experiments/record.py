@@ -2,14 +2,18 @@
 
 A `Record` is a measured arm: per problem 0/1 outcomes of the untrained control (and its
 repeats), of each seed after training, the problems left out as noise, and the settings it
-ran under. Flips, McNemar's p per seed and the gain are computed from it (`figures`), never
-typed; `results_table` prints them, `gain` writes them. Results written before the record
-existed are read by their keys (`from_gain`: `test_time_gain*.json`; `from_transfer`:
-`transfer*.json`), so every committed JSON stays readable.
+ran under. Flips, McNemar's p per seed and the gain are computed from it (`figures`, `claim`:
+`unified.eval.gain_stats`, the one statistics module), never typed; `results_table` prints
+them, `Record.write` writes them. Every committed result is read by its keys (`read`:
+`from_gain` for `test_time_gain*.json`, `from_transfer` for `transfer*.json` and the rescored
+results, `from_arms` for the oldest per-problem form), so every committed JSON stays readable,
+and `stated` is what a JSON claims, which tests/eval/experiments/test_record.py holds against
+the outcomes.
 
 `settings()` is what every result JSON written from now on carries: the date, the machine,
 the CPU (model name, bf16/AMX flags: `unified.machine.cpu_info`), the git commit and the
-command line. `write_json` writes a result with it.
+command line. `write_json` writes a result with it; `Record.write` writes a record's
+outcomes and figures over a claim's own keys, stamped the same way.
 """
 
 from __future__ import annotations
@@ -24,10 +28,17 @@ from pathlib import Path
 from typing import Mapping
 
 from unified.errors import UserError
-from unified.eval.gain_stats import flips, gain, mcnemar_exact_p
+from unified.eval.gain_stats import flips, gain, mcnemar_exact_p, summary
 from unified.machine import cpu_info, git_commit
 
 REPO = Path(__file__).resolve().parents[3]
+# the figures a record writes (`Record.claim`), computed from its outcomes: a claim never types them
+FIGURES = ("gain", "gain_per_seed", "per_seed", "flips_gained", "flips_lost", "mcnemar_p", "ci95")
+UNKNOWN = "unknown"  # settings.commit / settings.cpu of a result written before the stamp existed
+
+
+class Inconsistent(ValueError):
+    """A result whose stated figures its own per-problem outcomes do not give."""
 
 
 @dataclass(frozen=True)
@@ -65,7 +76,7 @@ class Record:
     @classmethod
     def from_transfer(cls, name: str, body: Mapping) -> Record | None:
         """A `transfer` result: `per_problem.control[0]` and `per_problem.seed<k>` (None: no outcomes)."""
-        block, outcomes = body.get("transfer") or {}, body.get("per_problem") or {}
+        block, outcomes = body.get("transfer") or body.get("hidden") or {}, body.get("per_problem") or {}
         if not outcomes.get("control"):
             return None
         keys = sorted((k for k in outcomes if k.startswith("seed")), key=lambda k: (len(k), k))
@@ -74,6 +85,24 @@ class Record:
         benchmark = body.get("benchmark") or next(iter(controls[0]), "?/").split("/")[0].lower()  # Mbpp/2 -> mbpp
         return cls(name, benchmark, controls[0], seeds, tuple(block.get("noisy_problems") or ()),
                    tuple(controls[1:]), settings=body.get("settings") or {})  # fmt: skip
+
+    @classmethod
+    def from_arms(cls, name: str, body: Mapping) -> Record | None:
+        """The oldest form (`test_time_gain_induction_2026-11-23.json`): per problem
+        {before, after, control_after}; the trained arm (one seed) against the control's after."""
+        rows = body.get("per_problem") or {}
+        if not rows or not all(isinstance(r, Mapping) and "control_after" in r for r in rows.values()):
+            return None
+        control = {i: r["control_after"] for i, r in rows.items()}
+        return cls(name, body.get("benchmark", "mbpp"), control, ((0, {i: r["after"] for i, r in rows.items()}),),
+                   rounds=body.get("rounds"), settings=body.get("settings") or {})  # fmt: skip
+
+    @classmethod
+    def read(cls, name: str, body: Mapping) -> Record | None:
+        """A committed result in whichever form it was written (None: it holds no outcomes)."""
+        if "seeds" in body and "per_problem_before" in body:  # a gain result (no seed finished yet: none)
+            return cls.from_gain(name, body)
+        return cls.from_transfer(name, body) or cls.from_arms(name, body)
 
     def aligned(self) -> tuple[dict[str, float], list[tuple[int, dict[str, float]]]]:
         """(control, [(seed, after)]) over the problems scored in every one, noisy ones left out."""
@@ -94,6 +123,65 @@ class Record:
             up, down = flips(control, after)
             out.append(SeedFigures(seed, sum(after.values()) / len(after), gain(control, after), up, down, mcnemar_exact_p(up, down)))
         return out
+
+
+    def claim(self) -> dict:
+        """The figures over the seeds (`FIGURES`: gain, flips, McNemar p per seed and pooled, the
+        paired interval), from the outcomes by `gain_stats.summary`; {} without a seed."""
+        if not self.seeds:
+            return {}
+        stats = summary(self.control, dict(self.seeds), self.noisy)
+        return {key: ({str(s): v for s, v in stats[key].items()} if key == "per_seed" else stats[key]) for key in FIGURES}
+
+    def write(self, path: str | Path, body: Mapping | None = None) -> Path:
+        """`body` (a claim's own keys) with this record's outcomes and figures over it, stamped with
+        `settings()` (its own `settings` keep their values): what a figure says is what the outcomes give."""
+        body = body or {}
+        rows = {int(r["seed"]): r for r in body.get("seeds") or []}
+        seeds = [{**rows.get(s, {"seed": s}), "per_problem_after": dict(after)} for s, after in self.seeds]
+        return write_json(path, {**body, "per_problem_before": dict(self.control), "seeds": seeds, **self.claim(),
+                                 "noisy_problems": list(self.noisy), "settings": {**self.settings, **(body.get("settings") or {})}})  # fmt: skip
+
+
+    def check(self, claimed: Mapping) -> int:
+        """How many stated figures (`stated`) the outcomes were checked against; Inconsistent, naming
+        the first, where one differs."""
+        figures, checked = self.figures(), 0
+        per_seed, gains = claimed.get("per_seed"), claimed.get("gain_per_seed")
+        for k, f in enumerate(figures):
+            mine = per_seed.get(str(f.seed)) if per_seed else None
+            if mine is not None:
+                _agree(self.name, f"seed {f.seed}", (mine["flips_gained"], mine["flips_lost"], mine["gain"], mine["mcnemar_p"]),
+                       (f.gained, f.lost, f.gain, f.mcnemar_p))  # fmt: skip
+                checked += 4
+            if gains is not None:
+                _agree(self.name, f"seed {f.seed}'s gain", gains[k] if k < len(gains) else None, f.gain)
+                checked += 1
+        stated_seeds = len(gains) if gains is not None else len(per_seed) if per_seed else len(figures)
+        if claimed.get("flips") is not None and stated_seeds == len(figures):  # pooled: only over the same seeds
+            _agree(self.name, "flips", tuple(claimed["flips"]), (sum(f.gained for f in figures), sum(f.lost for f in figures)))
+            checked += 1
+        if gains is None and claimed.get("gain") is not None and figures:
+            _agree(self.name, "gain", claimed["gain"], sum(f.gain for f in figures) / len(figures))
+            checked += 1
+        return checked
+
+
+def _agree(name: str, what: str, said, computed) -> None:
+    """Inconsistent unless what a result says equals what its outcomes give (floats to 1e-9)."""
+    said_, computed_ = (said, computed) if isinstance(said, tuple) else ((said,), (computed,))
+    if len(said_) != len(computed_) or any(a is None or abs(a - b) > 1e-9 for a, b in zip(said_, computed_)):
+        raise Inconsistent(f"{name}: {what} is stated {said}, its per-problem outcomes give {computed}")
+
+
+def stated(body: Mapping) -> dict:
+    """What a committed result claims over its seeds: its figures block (a gain result's top level,
+    the transfer's, the rescored `hidden` one) -> {per_seed, gain_per_seed, flips, gain, ci95}, each None where not stated."""
+    own = body.get("seeds") and body.get("per_problem_before")  # a gain result: its figures are its top level
+    block = body if own else body.get("transfer") or body.get("hidden") or body
+    flips_ = (block.get("flips_gained"), block.get("flips_lost"))
+    return {"per_seed": block.get("per_seed") or None, "gain_per_seed": block.get("gain_per_seed"),
+            "flips": flips_ if None not in flips_ else None, "gain": block.get("gain"), "ci95": block.get("ci95")}  # fmt: skip
 
 
 def settings() -> dict:

@@ -22,16 +22,12 @@ import json
 import sys
 from pathlib import Path
 
-from unified.eval.experiments.record import REPO, Record
-from unified.eval.gain_stats import mcnemar_exact_p
+from unified.eval.experiments.record import REPO, Inconsistent, Record, stated
+from unified.eval.gain_stats import flips, mcnemar_exact_p
 
 BEGIN, END = "<!-- results-table -->", "<!-- /results-table -->"
 HEADER = ("| result | problems | recipe | rounds | control | after, per seed | flips, per seed | "
           "McNemar p, per seed | 95 % interval of the gain |\n|---|---|---|---|---|---|---|---|---|")  # fmt: skip
-
-
-class Inconsistent(ValueError):
-    """A JSON whose stated figures its own per-problem outcomes do not give."""
 
 
 def _recipe(body: dict) -> str:
@@ -50,18 +46,12 @@ def _recipe(body: dict) -> str:
     return kinds + ("" if source == "visible" else f", {source} labels") + discovery + replay + supervised
 
 
-def _cells(record: Record, stated: dict) -> str:
+def _cells(record: Record, body: dict) -> str:
     """The row's control, per-seed pass@1, flips, McNemar p and interval cells, computed from the
-    record; `stated` (the JSON's own figures: flips, gain per seed, ci95) must agree."""
-    figures, gains = record.figures(), stated.get("gain_per_seed") or []
-    for k, f in enumerate(figures):
-        if k < len(gains) and abs(gains[k] - f.gain) > 1e-9:
-            raise Inconsistent(f"{record.name}: seed {f.seed}'s stated gain {gains[k]} is not its per-problem gain {f.gain:.4f}")
-    total = (sum(f.gained for f in figures), sum(f.lost for f in figures))
-    if (stated.get("flips_gained"), stated.get("flips_lost")) != total:
-        raise Inconsistent(f"{record.name}: stated flips +{stated.get('flips_gained')}/-{stated.get('flips_lost')}, "
-                           f"per problem +{total[0]}/-{total[1]}")  # fmt: skip
-    ci = stated.get("ci95")
+    record; what `body` states (its flips, gains per seed: `record.stated`) must agree (`Record.check`)."""
+    record.check(stated(body))
+    figures = record.figures()
+    ci = stated(body).get("ci95")
     interval = f"[{ci[0]:+.3f}, {ci[1]:+.3f}]" if ci else "-"
     return (f"{record.control_pass_at_1():.3f} | {', '.join(f'{f.pass_at_1:.3f}' for f in figures)} | "
             f"{', '.join(f'+{f.gained} / -{f.lost}' for f in figures)} | {', '.join(_p(f.mcnemar_p) for f in figures)} | {interval}")  # fmt: skip
@@ -83,7 +73,7 @@ def transfer_row(name: str, body: dict) -> str | None:
     if record is None or not all(record.aligned()):
         return None
     return (f"| `{name}` (untrained problems) | {body.get('source', '?').split('/')[-1]}'s weights on "
-            f"{len(record.aligned()[0])} others | as trained | - | {_cells(record, body['transfer'])} |")  # fmt: skip
+            f"{len(record.aligned()[0])} others | as trained | - | {_cells(record, body)} |")  # fmt: skip
 
 
 def select_row(name: str, body: dict) -> str | None:
@@ -94,8 +84,7 @@ def select_row(name: str, body: dict) -> str | None:
     before, after = block.get("per_problem_control") or {}, block.get("per_problem_after") or {}
     if not before or set(before) != set(after):
         return None
-    gained = sum(1 for i in before if after[i] and not before[i])
-    lost = sum(1 for i in before if before[i] and not after[i])
+    gained, lost = flips(before, after)
     if (block.get("flips_gained"), block.get("flips_lost")) != (gained, lost):
         raise Inconsistent(f"{name}: select_visible states +{block.get('flips_gained')}/-{block.get('flips_lost')}, "
                            f"per problem +{gained}/-{lost}")  # fmt: skip
@@ -141,10 +130,9 @@ def headline(folder: Path) -> str:
     rows = []
     for label, name in HEADLINE:
         body = json.loads((folder / name).read_text())
-        record = Record.from_transfer(name, body) if "transfer" in body else Record.from_gain(name, body)
-        stated = body["transfer"] if "transfer" in body else body
-        _cells(record, stated)  # the JSON agrees with itself, or Inconsistent
-        figures, ci = record.figures(), stated.get("ci95")
+        record = Record.read(name, body)
+        _cells(record, body)  # the JSON agrees with itself, or Inconsistent
+        figures, ci = record.figures(), stated(body)["ci95"]
         rows.append(f"| {label} | {record.benchmark} {len(record.aligned()[0])} | {record.control_pass_at_1():.2f} -> "
                     f"{', '.join(f'{f.pass_at_1:.2f}' for f in figures)} | "
                     f"{', '.join(f'+{f.gained} / -{f.lost} ({_p(f.mcnemar_p)})' for f in figures)} | "

@@ -1,7 +1,7 @@
 """Recipes against each other when their controls ran on different CPU kinds.
 
-    python -m unified.eval.arm_gap NAME=RESULT.json [NAME=RESULT.json ...] --output OUT.json
-    python -m unified.eval.arm_gap n8=seed0.json+seeds12.json ...   # an arm's seeds from several runs
+    python -m unified.eval.experiments.arm_gap NAME=RESULT.json [NAME=RESULT.json ...] --output OUT.json
+    python -m unified.eval.experiments.arm_gap n8=seed0.json+seeds12.json ...   # an arm's seeds from several runs
 
 An arm given as `A.json+B.json` joins the seeds of results that ran against one control (the
 same CPU kind and the same control outcomes, problem for problem; anything else is refused):
@@ -35,7 +35,8 @@ from typing import Mapping, Sequence
 import numpy as np
 
 from unified.errors import ArgumentParser, UserError
-from unified.eval.gain_stats import _bootstrap, summary, versus
+from unified.eval.experiments.record import write_json
+from unified.eval.gain_stats import _bootstrap, flipped, flips, summary, versus
 
 
 def cpu_kind(result: dict) -> str:
@@ -51,8 +52,7 @@ def cpu_kind(result: dict) -> str:
 def arm_block(result: dict) -> dict:
     """One arm's figures, from its result JSON."""
     seeds = result["seeds"]
-    gained = {str(s["seed"]): sum(1 for i, v in s["per_problem_after"].items()
-                                  if v and not result["per_problem_before"].get(i)) for s in seeds}  # fmt: skip
+    gained = {str(s["seed"]): flips(result["per_problem_before"], s["per_problem_after"])[0] for s in seeds}
     tokens = generated_tokens(result)
     per_gain = {s: (tokens[s] / gained[s] if tokens.get(s) and gained[s] else None) for s in gained}
     return {"cpu_kind": cpu_kind(result), "seeds": [s["seed"] for s in seeds], "control_pass_at_1": result["pass_at_1_before"],
@@ -137,7 +137,7 @@ def joined(parts: Sequence[tuple[str, dict]]) -> dict:
     stats = summary(first["per_problem_before"], {s["seed"]: s["per_problem_after"] for s in seeds}, noisy)
     stats["per_seed"] = {str(k): v for k, v in stats["per_seed"].items()}
     merged = lambda key: {k: v for _, body in parts for k, v in (body.get(key) or {}).items()} or None  # noqa: E731
-    gained = {i for s in seeds for i, v in s["per_problem_after"].items() if v and not first["per_problem_before"].get(i) and i not in noisy}
+    gained = {i for s in seeds for i in flipped(first["per_problem_before"], s["per_problem_after"])[0] if i not in noisy}
     return {**first, **stats, "seeds": seeds, "pass_at_1_after": float(np.mean([s["pass_at_1_after"] for s in seeds])),
             "generated_tokens": {k: v for _, body in parts for k, v in generated_tokens(body).items()} or None,
             "signal_problems_any_round": merged("signal_problems_any_round"),
@@ -164,7 +164,7 @@ def _read(path: str) -> dict:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    p = ArgumentParser(prog="python -m unified.eval.arm_gap", description=__doc__.split("\n\n")[0])
+    p = ArgumentParser(prog="python -m unified.eval.experiments.arm_gap", description=__doc__.split("\n\n")[0])
     p.add_argument("arms", nargs="+", metavar="NAME=RESULT.json")
     p.add_argument("--output", required=True, help="where the comparison JSON goes")
     p.add_argument("--note", default=None, help="a sentence kept in the JSON")
@@ -183,7 +183,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         raise UserError("give at least two arms (NAME=RESULT.json NAME=RESULT.json)")
     body = {**comparison(arms), "sources": {n: s.partition("=")[2] for n, s in zip(arms, args.arms)},
             "date": datetime.date.today().isoformat(), "note": args.note}  # fmt: skip
-    Path(args.output).write_text(json.dumps(body, indent=1) + "\n")
+    write_json(args.output, body)  # stamped: settings.commit, settings.cpu
     for pair, c in body["pairs"].items():
         print(f"{pair}: {c['kind']}: difference {c['difference']:+.3f}, 95% interval {c['ci95']}")
     return 0

@@ -17,7 +17,7 @@ import math
 import statistics
 from typing import Sequence
 
-from unified.eval.arm_gap import to_goal
+from unified.eval.experiments.arm_gap import to_goal
 from unified.eval.gain_stats import permutation_p, problems_seeds_ci
 
 CONSOLIDATION_KEYS = ("targets", "reproduced", "lost", "passes", "held_before", "held_after", "steps")

@@ -5,7 +5,7 @@ import json
 
 import pytest
 
-from unified.eval.arm_gap import arm_block, compare, main, to_goal
+from unified.eval.experiments.arm_gap import arm_block, compare, main, to_goal
 from unified.errors import UserError
 
 IDS = [f"p{i}" for i in range(10)]
