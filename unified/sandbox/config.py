@@ -41,11 +41,11 @@ class ExecutorConfig:
     ray_max_retries: int = 3  # ray backend: Ray's max_retries for a chunk whose node, worker or task failed
     wall_s: float | None = None  # wall-clock backstop for sleeping/blocked code; 10 x timeout_s + 1
     # each distinct call runs once between `forget()`s (sandbox/reuse.py; the trainer forgets as each round starts);
-    # off for a bare Executor, on in the trainer's config (configs/executor/local.yaml); the ray backend runs every call
+    # off for a bare Executor, on in the trainer's config (unified/schema.py RUN_EXECUTOR); the ray backend runs every call
     reuse_results: bool = False
     # a pool without its own runtime copy (not root, no tmpfs, too little memory: sandbox/runtime.py) shares the
     # host's runtime files and their page cache with every call; allowed for a bare Executor, refused by the
-    # trainer's config (configs/executor/local.yaml) unless set to true
+    # trainer's config (unified/schema.py RUN_EXECUTOR) unless set to true
     allow_shared_runtime: bool = True
 
     def __post_init__(self):
