@@ -122,8 +122,7 @@ def run_round(run: Components, state: RunState, runlog: RunLog, r: int, stop: St
         run.executor.forget()
     plan = plan_round(state, run.cfg, [p.problem_id for p in run.problems], r)  # every lever's choice, once
     with runlog.phase(r, "phase_1_4") as t14:
-        data = make_tasks(run, plan)
-        measured = measure.measure_round(run, plan, data)  # the round's one measurement: the start weights
+        data, measured = make_tasks(run, plan)  # and the round's one measurement: the start weights
         all_data = publish_tasks(run, plan, replace(data, pass_at_1=measured.pass_at_1))
     if _stop_requested(stop):  # nothing trained yet this round: save the state it started from
         set_rng_state(rng_at_start)
@@ -147,9 +146,11 @@ def run_round(run: Components, state: RunState, runlog: RunLog, r: int, stop: St
 
 
 def make_tasks(run: Components, plan: RoundPlan):
-    """Phases 1-4 on the plan's problems: this rank's RoundData."""
+    """Phases 1-4 on the plan's problems, then the round's measurement on the same engine (the
+    start weights): this rank's RoundData and what was measured."""
     with _bar(f"round {plan.round_index} phases 1-4", 4, run) as bar, phase_engine(run) as engine:
-        return build_round_data(run.problems, engine, run.executor, run.cfg.pipeline, plan, lambda *_: bar.update())
+        data = build_round_data(run.problems, engine, run.executor, run.cfg.pipeline, plan, lambda *_: bar.update())
+        return data, measure.measure_round(run, plan, data, engine)
 
 
 def publish_tasks(run: Components, plan: RoundPlan, data):

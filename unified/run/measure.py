@@ -42,12 +42,12 @@ def hidden_counts(problems) -> dict[str, int]:
     return {p.problem_id: hidden_count(p) for p in problems}
 
 
-def measure_round(run: Components, plan: RoundPlan, data) -> Measured:
-    """The round's one measurement (`plan.evaluate`: the greedy pass@1 of every problem, drawn or not)."""
+def measure_round(run: Components, plan: RoundPlan, data, engine) -> Measured:
+    """The round's one measurement (`plan.evaluate`: the greedy pass@1 of every problem, drawn or
+    not), on phases 1-4's engine (`engine`: one phase, so restart mode builds no engine for it)."""
     clock, scored = time.perf_counter(), {p.problem_id: None for p in run.problems}
     if plan.evaluate:
-        with phase_engine(run) as engine:
-            scored = pass_at_1(run.problems, engine, run.executor.run_batch, run.cfg.pipeline.program_max_tokens, plan.seed)
+        scored = pass_at_1(run.problems, engine, run.executor.run_batch, run.cfg.pipeline.program_max_tokens, plan.seed)
     seconds = time.perf_counter() - clock
     evaluated = any(v is not None for v in scored.values())
     return Measured(scored, {**(_pass_at_k(run, data) if evaluated else {}), **_agreement(run, data), "time/baseline": seconds})
