@@ -66,3 +66,13 @@ def _processes_of(uids: set) -> list[int]:
             if uid in uids:
                 found.append(int(entry.name))
     return found
+
+
+def isolated_pool(workers: int, **config) -> Executor:
+    """A pool of `workers` with kernel isolation, or the test skipped in one line where the
+    kernel gives none (namespaces need root)."""
+    ex = Executor(ExecutorConfig(workers=workers, memory_mb=256, **config))
+    if not ex.isolation.get("pidns"):
+        ex.close()
+        pytest.skip("kernel isolation needs root")
+    return ex

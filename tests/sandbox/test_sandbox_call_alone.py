@@ -10,17 +10,14 @@ import time
 
 import pytest
 
-from unified.sandbox.executor import ExecCall, Executor, ExecutorConfig
+from tests.helpers.sandbox_pools import isolated_pool
+from unified.sandbox.executor import ExecCall, Executor
 
 x86_64 = pytest.mark.skipif(platform.machine() != "x86_64", reason="system call numbers of x86_64")
 
 
 def _pool(workers: int, **overrides) -> Executor:
-    ex = Executor(ExecutorConfig(workers=workers, timeout_s=5.0, memory_mb=256, **overrides))
-    if not ex.isolation.get("pidns"):
-        ex.close()
-        pytest.skip("kernel isolation needs root")
-    return ex
+    return isolated_pool(workers, timeout_s=5.0, **overrides)
 
 
 @pytest.fixture(scope="module")

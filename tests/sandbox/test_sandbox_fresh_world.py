@@ -12,7 +12,8 @@ import secrets
 
 import pytest
 
-from unified.sandbox.executor import Executor, ExecutorConfig
+from tests.helpers.sandbox_pools import isolated_pool
+from unified.sandbox.executor import Executor
 
 DEPTH = 1200  # deeper than the zygote's recursion limit: a recursive delete gave up here
 
@@ -97,11 +98,7 @@ def get():
 
 
 def _bare(workers: int) -> Executor:
-    ex = Executor(ExecutorConfig(workers=workers, timeout_s=2.0, memory_mb=256, banned_modules=(), banned_calls=()))
-    if not ex.isolation.get("pidns"):
-        ex.close()
-        pytest.skip("kernel isolation needs root")
-    return ex
+    return isolated_pool(workers, timeout_s=2.0, banned_modules=(), banned_calls=())
 
 
 @pytest.fixture(scope="module")
