@@ -16,7 +16,7 @@ CLAIMED = sorted(RESULTS.glob("test_time_gain*.json")) + sorted(RESULTS.glob("tr
 CLAIMS = {"gain": "test_time_gain*.json", "transfer": "transfer*.json", "sweep": "sweep*.json",
           "agreement_labels": "agreement_labels*.json", "answer_shapes": "answer_shapes*.json", "curve": "curve_*.json",
           "levers": "*_levers*.json", "arm_gap": "*_arms_*.json", "compare_arms": "mix_vs_solo.json",
-          "selective_cost": "selective_cost.json", "evalplus_check": "evalplus_check.json"}  # fmt: skip
+          "selective_cost": "selective_cost.json", "evalplus_check": "evalplus_check.json", "targets": "targets_*.json"}  # fmt: skip
 NOT_CLAIMS = {"record", "results_table", "summary_plot", "rescore", "planned"}  # rescore: test_time_gain_*rescored.json; planned: gain's keys
 
 
