@@ -63,9 +63,17 @@ class Consensus:
 
 
 def consensus(
-    problem: Problem, programs: Sequence[Program], triples: Sequence[IOTriple], votes: Mapping[str, int],
-    total: int, *, min_votes: int = 2, visible: bool = False, atol: float = 0.0, abstain: bool = True,
-) -> tuple[Consensus | None, str | None]:  # fmt: skip
+    problem: Problem,
+    programs: Sequence[Program],
+    triples: Sequence[IOTriple],
+    votes: Mapping[str, int],
+    total: int,
+    *,
+    min_votes: int = 2,
+    visible: bool = False,
+    atol: float = 0.0,
+    abstain: bool = True,
+) -> tuple[Consensus | None, str | None]:
     """(the winning cluster, None) or (None, why there is none). `programs` and `triples` are
     the problem's; `votes` maps a program id to the samples it stands for (1 if missing);
     `visible=True` ranks clusters by the visible examples they match first (source "both")."""
@@ -87,8 +95,11 @@ def consensus(
 
     def matched(sig: tuple) -> int:
         """Visible examples whose expected value this behaviour returns (0 unless `visible`)."""
-        return sum(mark != ERROR and values_equal(outputs[(members[sig][0], key)], example[key], atol=atol)
-                   for (key, _), mark in zip(inputs, sig) if key in example)  # fmt: skip
+        return sum(
+            mark != ERROR and values_equal(outputs[(members[sig][0], key)], example[key], atol=atol)
+            for (key, _), mark in zip(inputs, sig)
+            if key in example
+        )
 
     ranked = sorted(counts, key=lambda sig: (matched(sig), counts[sig]), reverse=True)
     best = ranked[0]
@@ -104,9 +115,14 @@ def consensus(
     if all(v is None for _, v in values):
         return None, "returns_none"
     return Consensus(
-        cases=tuple(TestCase(args, value) for args, value in values), program_id=members[best][0], votes=counts[best],
-        total=max(total, sum(counts.values())), clusters=len(counts), runner_up=runner_up, visible_matched=score[0],
-    ), None  # fmt: skip
+        cases=tuple(TestCase(args, value) for args, value in values),
+        program_id=members[best][0],
+        votes=counts[best],
+        total=max(total, sum(counts.values())),
+        clusters=len(counts),
+        runner_up=runner_up,
+        visible_matched=score[0],
+    ), None
 
 
 def _inputs(triples: Sequence[IOTriple]) -> list[tuple[str, tuple]]:

@@ -41,7 +41,7 @@ SCHEMAS = {
                    ("subject", _S), ("detail", _S)],
     "rollouts": [("round", _I), ("task_id", _S), ("kind", _S), ("completion", _S), ("reward", _F),
                  ("parse_failure", _S), ("finish_reason", _S), ("num_tokens", _I), ("version", _I)],
-}
+}  # fmt: skip  # table: one file's columns an entry
 
 
 def _cases_text(cases) -> str:
@@ -62,35 +62,70 @@ def round_rows(data, hidden_counts: Mapping[str, int] | None = None) -> dict[str
     program_why = {r.subject: r.reason for r in data.rejections if r.stage == "program"}
     rows = {
         "problems": [
-            dict(round=n, problem_id=p.problem_id, benchmark=p.benchmark, entry_point=p.entry_point, prompt=p.prompt,
-                 visible=_cases_text(p.visible), num_visible=len(p.visible), num_hidden=hidden_counts.get(p.problem_id),
-                 pass_at_1=data.pass_at_1.get(p.problem_id))
+            dict(
+                round=n,
+                problem_id=p.problem_id,
+                benchmark=p.benchmark,
+                entry_point=p.entry_point,
+                prompt=p.prompt,
+                visible=_cases_text(p.visible),
+                num_visible=len(p.visible),
+                num_hidden=hidden_counts.get(p.problem_id),
+                pass_at_1=data.pass_at_1.get(p.problem_id),
+            )
             for p in data.problems
         ],
         "programs": [
-            dict(round=n, problem_id=p.problem_id, program_id=p.program_id, source=p.source, code=p.code,
-                 kept=p.program_id not in program_why, rejection=program_why.get(p.program_id))
+            dict(
+                round=n,
+                problem_id=p.problem_id,
+                program_id=p.program_id,
+                source=p.source,
+                code=p.code,
+                kept=p.program_id not in program_why,
+                rejection=program_why.get(p.program_id),
+            )
             for p in data.program_candidates
         ],
         "ipo_triples": [
-            dict(round=n, problem_id=t.problem_id, program_id=t.program_id, input=to_literal(t.args),
-                 output=to_literal(t.output), input_source=t.input_source)
+            dict(
+                round=n,
+                problem_id=t.problem_id,
+                program_id=t.program_id,
+                input=to_literal(t.args),
+                output=to_literal(t.output),
+                input_source=t.input_source,
+            )
             for t in data.triples
         ],
         "tasks": [],
         "rejections": [
-            dict(round=n, stage=r.stage, reason=r.reason, kind=r.kind, problem_id=r.problem_id, subject=r.subject,
-                 detail=r.detail)
+            dict(
+                round=n, stage=r.stage, reason=r.reason, kind=r.kind, problem_id=r.problem_id, subject=r.subject, detail=r.detail
+            )
             for r in data.rejections
         ],
     }
     for t in data.candidate_tasks:
         r = why.get(("task", t.task_id))
         rows["tasks"].append(
-            dict(round=n, task_id=t.task_id, kind=t.kind, problem_id=t.problem_id, program_id=t.program_id,
-                 prompt=t.prompt, gold=t.gold, entry_point=t.entry_point, program=t.program,
-                 cases=_cases_text(t.cases), shown=_cases_text(t.shown), atol=t.atol, kept=r is None,
-                 rejection=r.reason if r else None, rejection_detail=r.detail if r else None)
+            dict(
+                round=n,
+                task_id=t.task_id,
+                kind=t.kind,
+                problem_id=t.problem_id,
+                program_id=t.program_id,
+                prompt=t.prompt,
+                gold=t.gold,
+                entry_point=t.entry_point,
+                program=t.program,
+                cases=_cases_text(t.cases),
+                shown=_cases_text(t.shown),
+                atol=t.atol,
+                kept=r is None,
+                rejection=r.reason if r else None,
+                rejection_detail=r.detail if r else None,
+            )
         )
     return rows
 
@@ -116,9 +151,19 @@ def read_tasks(path: str | Path, kept_only: bool = True) -> list[Task]:
     """Tasks back from a tasks.parquet (values re-read from their literal text)."""
     rows = pq.read_table(path).to_pylist()
     return [
-        Task(task_id=r["task_id"], kind=r["kind"], problem_id=r["problem_id"], program_id=r["program_id"],
-             prompt=r["prompt"], gold=r["gold"], entry_point=r["entry_point"], program=r["program"],
-             cases=_cases(r["cases"]), shown=_cases(r["shown"]), atol=r["atol"])
+        Task(
+            task_id=r["task_id"],
+            kind=r["kind"],
+            problem_id=r["problem_id"],
+            program_id=r["program_id"],
+            prompt=r["prompt"],
+            gold=r["gold"],
+            entry_point=r["entry_point"],
+            program=r["program"],
+            cases=_cases(r["cases"]),
+            shown=_cases(r["shown"]),
+            atol=r["atol"],
+        )
         for r in rows
         if r["kept"] or not kept_only
     ]

@@ -37,8 +37,14 @@ from unified.trainer.distributed import resolve_dtype, world_size
 from unified.trainer.frozen_cast import hold_frozen_weights
 from unified.trainer.frozen_prefix import PrefixCache, top_blocks
 from unified.trainer.tuning import (
-    TuningConfig, adapter_tensors, apply_tuning, changing_parameters, lora_scalings, merged_weights, save_adapter,
-)  # fmt: skip
+    TuningConfig,
+    adapter_tensors,
+    apply_tuning,
+    changing_parameters,
+    lora_scalings,
+    merged_weights,
+    save_adapter,
+)
 from unified.trainer.vocab import target_logprobs
 
 
@@ -103,8 +109,15 @@ def _positions(attention_mask: torch.Tensor) -> torch.Tensor:
     return (attention_mask.long().cumsum(-1) - 1).clamp(min=0)
 
 
-def _answer_states(model, input_ids: torch.Tensor, attention_mask: torch.Tensor, r: int, share: bool, hidden: bool,
-                   prefix: PrefixCache | None = None) -> torch.Tensor:  # fmt: skip
+def _answer_states(
+    model,
+    input_ids: torch.Tensor,
+    attention_mask: torch.Tensor,
+    r: int,
+    share: bool,
+    hidden: bool,
+    prefix: PrefixCache | None = None,
+) -> torch.Tensor:
     """(B, R, X) at the R positions predicting the response tokens: float logits (X = vocab),
     or with `hidden` the last hidden states after the final norm (X = width), the output
     projection left to the caller.
@@ -126,15 +139,17 @@ def _answer_states(model, input_ids: torch.Tensor, attention_mask: torch.Tensor,
         return _forward(model, input_ids, attention_mask, r, share, hidden, embeds, None)
 
 
-def _forward(model, input_ids, attention_mask, r: int, share: bool, hidden: bool, embeds: torch.Tensor | None,
-             record: PrefixCache | None) -> torch.Tensor:  # fmt: skip
+def _forward(
+    model, input_ids, attention_mask, r: int, share: bool, hidden: bool, embeds: torch.Tensor | None, record: PrefixCache | None
+) -> torch.Tensor:
     """`_answer_states`' forward, from token ids or (`embeds`) from states entering the first
     block that runs; `record`: the states entering `record.start` go into it."""
     collect = hidden or record is not None
     keep = 1 if hidden else r + 1  # hidden states come for every position; logits only where kept
     read = (lambda out: out.hidden_states[-1]) if hidden else (lambda out: out.logits)  # noqa: E731
     fed = lambda rows, cols: (  # noqa: E731
-        {"input_ids": input_ids[rows, cols]} if embeds is None else {"inputs_embeds": embeds[rows, cols]})
+        {"input_ids": input_ids[rows, cols]} if embeds is None else {"inputs_embeds": embeds[rows, cols]}
+    )
     everything = slice(None)
     p = input_ids.shape[1] - r
     if share and p > 0:
@@ -142,22 +157,41 @@ def _forward(model, input_ids, attention_mask, r: int, share: bool, hidden: bool
         unique, row_of = torch.unique(prompts, dim=0, return_inverse=True)
         share = unique.shape[0] < input_ids.shape[0]
     if not (share and p > 0):
-        out = model(**fed(everything, everything), attention_mask=attention_mask, position_ids=_positions(attention_mask),
-                    logits_to_keep=keep, use_cache=False, output_hidden_states=collect)  # fmt: skip
+        out = model(
+            **fed(everything, everything),
+            attention_mask=attention_mask,
+            position_ids=_positions(attention_mask),
+            logits_to_keep=keep,
+            use_cache=False,
+            output_hidden_states=collect,
+        )
         if record is not None:
             record.record(input_ids, attention_mask, out.hidden_states[record.start])
         states = read(out)[:, -r - 1 : -1]
         return states if hidden else states.float()
     first = torch.empty(unique.shape[0], dtype=torch.long, device=row_of.device).scatter_(
-        0, row_of, torch.arange(input_ids.shape[0], device=row_of.device))  # a row of each distinct prompt
+        0, row_of, torch.arange(input_ids.shape[0], device=row_of.device)
+    )  # a row of each distinct prompt
     mask = attention_mask[first, :p]
-    head = model(**fed(first, slice(None, p)), attention_mask=mask, position_ids=_positions(mask), logits_to_keep=1,
-                 use_cache=True, output_hidden_states=collect)  # fmt: skip
+    head = model(
+        **fed(first, slice(None, p)),
+        attention_mask=mask,
+        position_ids=_positions(mask),
+        logits_to_keep=1,
+        use_cache=True,
+        output_hidden_states=collect,
+    )
     cache = head.past_key_values
     cache.batch_select_indices(row_of)  # each row its prompt's keys and values (a gather: gradients sum back)
-    tail = model(**fed(everything, slice(p, None)), attention_mask=attention_mask,
-                 position_ids=_positions(attention_mask)[:, p:], past_key_values=cache, logits_to_keep=1 if hidden else r,
-                 use_cache=True, output_hidden_states=collect)  # fmt: skip
+    tail = model(
+        **fed(everything, slice(p, None)),
+        attention_mask=attention_mask,
+        position_ids=_positions(attention_mask)[:, p:],
+        past_key_values=cache,
+        logits_to_keep=1 if hidden else r,
+        use_cache=True,
+        output_hidden_states=collect,
+    )
     if record is not None:
         k = record.start
         record.record(input_ids, attention_mask, torch.cat([head.hidden_states[k][row_of], tail.hidden_states[k]], dim=1))
@@ -183,9 +217,16 @@ class Policy:
     with LoRA it is the peft model, and `lora_scalings` says how to merge its adapters.
     `sharded=False`: the plain model (world size 1, float32; see the module doc)."""
 
-    def __init__(self, module: torch.nn.Module, device: torch.device, trainable: bool, lora_scalings: dict | None = None,
-                 sharded: bool = True, changing: frozenset[str] | None = None,
-                 autocast: torch.dtype | None = None):  # fmt: skip
+    def __init__(
+        self,
+        module: torch.nn.Module,
+        device: torch.device,
+        trainable: bool,
+        lora_scalings: dict | None = None,
+        sharded: bool = True,
+        changing: frozenset[str] | None = None,
+        autocast: torch.dtype | None = None,
+    ):
         self.module = module
         # unsharded lower-precision compute (CPU bf16): float32 master weights and optimizer
         # state, the forward and backward under torch.autocast (sharded models: FSDP2's policy)
@@ -305,9 +346,7 @@ def build_policy(
 
     if not dist.is_initialized():
         raise RuntimeError("call unified.trainer.distributed.init_distributed() before build_policy()")
-    model = AutoModelForCausalLM.from_pretrained(
-        str(model_path), dtype=torch.float32, trust_remote_code=trust_remote_code
-    )
+    model = AutoModelForCausalLM.from_pretrained(str(model_path), dtype=torch.float32, trust_remote_code=trust_remote_code)
     if gradient_checkpointing and trainable:
         model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
     model.config.use_cache = False
@@ -350,9 +389,14 @@ def _fully_shard(model: torch.nn.Module, device: torch.device, run_dtype: torch.
 
 
 def build_policy_from_config(
-    model_cfg, model_path: str | Path, device: torch.device, trainable: bool = True,
-    tuning: TuningConfig | None = None, adapter_dir: str | Path | None = None, dtype: str | None = None,
-) -> Policy:  # fmt: skip
+    model_cfg,
+    model_path: str | Path,
+    device: torch.device,
+    trainable: bool = True,
+    tuning: TuningConfig | None = None,
+    adapter_dir: str | Path | None = None,
+    dtype: str | None = None,
+) -> Policy:
     """`dtype`: the already resolved compute dtype (default: the config's, resolved here)."""
     return build_policy(
         model_path,

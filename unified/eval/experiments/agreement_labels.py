@@ -49,10 +49,9 @@ def load_round(round_dir: Path, run_batch):
     # kept = what phase 2 ran: `fails_visible` is recorded but does not drop a program
     kept_ids = {r["program_id"] for r in progs if r["kept"] or r["rejection"] == "fails_visible"}
     triples = [
-        IOTriple(r["problem_id"], r["program_id"], tuple(from_literal(r["input"])), from_literal(r["output"]),
-                 r["input_source"])
+        IOTriple(r["problem_id"], r["program_id"], tuple(from_literal(r["input"])), from_literal(r["output"]), r["input_source"])
         for r in pq.read_table(round_dir / "ipo_triples.parquet").to_pylist()
-    ]  # fmt: skip
+    ]
     return problems, candidates, [p for p in candidates if p.program_id in kept_ids], triples
 
 
@@ -66,8 +65,15 @@ def score_round(round_dir: Path, executor: Executor, min_votes: int, samples: in
         for problem in problems:
             mine = [p for p in kept if p.problem_id == problem.problem_id]
             found_by_rule[name][problem.problem_id] = consensus(
-                problem, mine, [t for t in triples if t.problem_id == problem.problem_id], votes, samples,
-                min_votes=min_votes, atol=problem.atol, abstain=abstain)  # fmt: skip
+                problem,
+                mine,
+                [t for t in triples if t.problem_id == problem.problem_id],
+                votes,
+                samples,
+                min_votes=min_votes,
+                atol=problem.atol,
+                abstain=abstain,
+            )
     # every winner on the hidden tests, in one sandbox batch
     winners = sorted({f.program_id for rule in found_by_rule.values() for f, _ in rule.values() if f is not None})
     code = {p.program_id: p.code for p in kept}
@@ -82,11 +88,25 @@ def score_round(round_dir: Path, executor: Executor, min_votes: int, samples: in
     passes = {pid: passes_hidden(problem, results[lo:hi]) for pid, (problem, lo, hi) in spans.items()}
     for name, rule in found_by_rule.items():
         why = Counter(reason for found, reason in rule.values() if found is None)
-        won = {q: {"votes": f.votes, "total": f.total, "clusters": f.clusters, "runner_up": f.runner_up,
-                   "passes_hidden": passes[f.program_id]} for q, (f, _) in rule.items() if f is not None}  # fmt: skip
+        won = {
+            q: {
+                "votes": f.votes,
+                "total": f.total,
+                "clusters": f.clusters,
+                "runner_up": f.runner_up,
+                "passes_hidden": passes[f.program_id],
+            }
+            for q, (f, _) in rule.items()
+            if f is not None
+        }
         right = sum(w["passes_hidden"] for w in won.values())
-        out[name] = {"labels": len(won), "correct": right, "accuracy": round(right / len(won), 3) if won else None,
-                     "rejections": dict(why), "winners": won}  # fmt: skip
+        out[name] = {
+            "labels": len(won),
+            "correct": right,
+            "accuracy": round(right / len(won), 3) if won else None,
+            "rejections": dict(why),
+            "winners": won,
+        }
     return out
 
 
@@ -104,8 +124,12 @@ def main(argv: list[str] | None = None) -> int:
     with Executor(ExecutorConfig()) as executor:
         results = [score_round(d, executor, args.min_votes, args.samples) for d in args.rounds]
     for r in results:
-        print(r["round_dir"], f"{r['problems']} problems",
-              *(f"{n}: {r[n]['correct']}/{r[n]['labels']} right, rejected {r[n]['rejections']}" for n in RULES), sep="\n  ")
+        print(
+            r["round_dir"],
+            f"{r['problems']} problems",
+            *(f"{n}: {r[n]['correct']}/{r[n]['labels']} right, rejected {r[n]['rejections']}" for n in RULES),
+            sep="\n  ",
+        )
     args.output.parent.mkdir(parents=True, exist_ok=True)
     write_json(args.output, {"min_votes": args.min_votes, "rounds": results})
     print(f"wrote {args.output}")

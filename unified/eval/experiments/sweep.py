@@ -42,8 +42,10 @@ CONFIGS: dict[str, list[str]] = {
     "default": [],  # since 2026-11-27 the self-play mix (below); before it, solve alone (= "solo")
     "solo": ["pipeline.kinds=[solve]"],
     "mix_selfplay": ["pipeline.mix=[solve:0.7,deduction:0.1,abduction:0.1,induction:0.1]"],
-    "mix_selfplay_shaped_solve": ["pipeline.mix=[solve:0.7,deduction:0.1,abduction:0.1,induction:0.1]",
-                                  "pipeline.constrain=[induction,deduction,abduction,inputs,solve]"],
+    "mix_selfplay_shaped_solve": [
+        "pipeline.mix=[solve:0.7,deduction:0.1,abduction:0.1,induction:0.1]",
+        "pipeline.constrain=[induction,deduction,abduction,inputs,solve]",
+    ],
     "agreement": ["pipeline.solve_source=agreement"],
     "agreement_both": ["pipeline.solve_source=both"],
     # label-free with the mix default (the self-play kinds need no written test either), and a stricter vote: on two
@@ -79,8 +81,13 @@ def against_default(results: dict) -> None:
         v = versus(afters[name], afters["default"])
         ours, theirs = r["generation_tokens"], base["generation_tokens"]
         tokens = ours / theirs if ours and theirs else None
-        r["vs_default"] = {"difference": v["difference"], "only_this": v["only_a"], "only_default": v["only_b"],
-                           "mcnemar_p": v["mcnemar_p_pooled"], "generation_tokens_ratio": tokens}  # fmt: skip
+        r["vs_default"] = {
+            "difference": v["difference"],
+            "only_this": v["only_a"],
+            "only_default": v["only_b"],
+            "mcnemar_p": v["mcnemar_p_pooled"],
+            "generation_tokens_ratio": tokens,
+        }
 
 
 def main() -> int:
@@ -104,9 +111,27 @@ def main() -> int:
             if (runs / control).is_dir() and not (base / control).exists():
                 base.mkdir(parents=True, exist_ok=True)
                 shutil.copytree(runs / control, base / control)
-        cmd = [sys.executable, "-m", "unified.eval.experiments.gain", "--split", "tune", "--problems", str(args.problems),
-               "--rounds", str(args.rounds), "--seeds", "0", "--runs-dir", str(out), "--output", str(out / "result.json"),
-               "--weights", str(out / "weights"), *(["--collect"] if args.collect else []), *CONFIGS[name]]  # fmt: skip
+        cmd = [
+            sys.executable,
+            "-m",
+            "unified.eval.experiments.gain",
+            "--split",
+            "tune",
+            "--problems",
+            str(args.problems),
+            "--rounds",
+            str(args.rounds),
+            "--seeds",
+            "0",
+            "--runs-dir",
+            str(out),
+            "--output",
+            str(out / "result.json"),
+            "--weights",
+            str(out / "weights"),
+            *(["--collect"] if args.collect else []),
+            *CONFIGS[name],
+        ]
         if subprocess.run(cmd, cwd=REPO, env={**os.environ, "PYTHONUNBUFFERED": "1"}).returncode != 0:
             print(f"{name}: failed (its logs are under {out})", file=sys.stderr)
         for control in CONTROLS:
@@ -116,11 +141,27 @@ def main() -> int:
         result = json.loads((out / "result.json").read_text()) if (out / "result.json").exists() else {}
         # telemetry's compute/* totals are cumulative over a run: its last round holds the run's total
         last = [seed["metrics_per_round"][-1] for seed in result.get("seeds", []) if seed.get("metrics_per_round")]
-        results[name] = {"overrides": CONFIGS[name], **{k: result.get(k) for k in (
-            "pass_at_1_before", "pass_at_1_after", "gain", "flips_gained", "flips_lost", "mcnemar_p", "ci95",
-            "sampled_pass_at_1_before", "sampled_pass_at_1_after", "headroom", "complete")},
+        results[name] = {
+            "overrides": CONFIGS[name],
+            **{
+                k: result.get(k)
+                for k in (
+                    "pass_at_1_before",
+                    "pass_at_1_after",
+                    "gain",
+                    "flips_gained",
+                    "flips_lost",
+                    "mcnemar_p",
+                    "ci95",
+                    "sampled_pass_at_1_before",
+                    "sampled_pass_at_1_after",
+                    "headroom",
+                    "complete",
+                )
+            },
             "generation_tokens": sum(r.get("compute/generation_tokens") or 0 for r in last) or None,
-            "per_problem_after": {s["seed"]: s["per_problem_after"] for s in result.get("seeds", [])}}  # fmt: skip
+            "per_problem_after": {s["seed"]: s["per_problem_after"] for s in result.get("seeds", [])},
+        }
     against_default(results)
     out = runs.parent / f"{runs.name}.json"  # logs/bench/sweep -> logs/bench/sweep.json
     write_json(out, {"split": "tune", "problems": args.problems, "rounds": args.rounds, "configs": results})

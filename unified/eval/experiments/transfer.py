@@ -36,8 +36,13 @@ def main() -> int:
     p.add_argument("--repeats", type=int, default=3, help="evaluations of the base model (the control)")
     p.add_argument("--runs-dir", type=Path, default=REPO / "logs" / "bench" / "transfer")
     p.add_argument("--output", type=Path, default=None)
-    p.add_argument("--seed-weights", action="append", default=[], metavar="SEED=MODEL_DIR",
-                   help="another seed's trained weights (a checkpoint's model/ folder or compact weights); repeatable")
+    p.add_argument(
+        "--seed-weights",
+        action="append",
+        default=[],
+        metavar="SEED=MODEL_DIR",
+        help="another seed's trained weights (a checkpoint's model/ folder or compact weights); repeatable",
+    )
     args = p.parse_args()
     original = json.loads(args.result.read_text())
     bench, trained, model = original["benchmark"], set(original["problems"]), original["settings"]["model"]
@@ -51,27 +56,50 @@ def main() -> int:
     hidden = metric(ids, controls, {s: a["per_problem"] for s, a in afters.items()}, "per_problem")
     evalplus = metric(ids, controls, {s: a.get("per_problem_evalplus", {}) for s, a in afters.items()}, "per_problem_evalplus")
     after = hidden["pass_at_1_after"]
-    transfer = {"problems": ids, "seeds": sorted(afters), "control_pass_at_1": hidden["control_pass_at_1_repeats"][0],
-                "control_pass_at_1_repeats": hidden["control_pass_at_1_repeats"],
-                "pass_at_1_after": sum(after.values()) / len(after), "pass_at_1_after_per_seed": list(after.values()),
-                "gain": hidden.get("gain"), "gain_per_seed": hidden.get("gain_per_seed"), "ci95": hidden.get("ci95"),
-                "mcnemar_p": hidden.get("mcnemar_p"), "mcnemar_p_per_seed": hidden.get("mcnemar_p_per_seed"),
-                "flips_gained": hidden.get("flips_gained"), "flips_lost": hidden.get("flips_lost"),
-                "noisy_problems": hidden.get("noisy_problems", []), "evalplus": evalplus}  # fmt: skip
-    result = {"source": repo_relative(str(args.result)), "model_path": original["model_path"], "trained_on": sorted(trained),
-              "metric": "greedy pass@1 on the hidden tests (MBPP+: plus inputs); `evalplus`: base + plus",
-              "weights": {f"seed{s}": repo_relative(w) for s, w in sorted(weights.items())},
-              "transfer": transfer,
-              "per_problem": {"control": [c["per_problem"] for c in controls],
-                              **{f"seed{s}": a["per_problem"] for s, a in afters.items()}},
-              "settings": {"greedy": True, "threads": 1, "repeats": args.repeats, "offset": args.offset,
-                           "date": datetime.date.today().isoformat(),
-                           "machine": f"{platform.machine()}, {os.cpu_count()} cores, {platform.python_version()}"}}  # fmt: skip
+    transfer = {
+        "problems": ids,
+        "seeds": sorted(afters),
+        "control_pass_at_1": hidden["control_pass_at_1_repeats"][0],
+        "control_pass_at_1_repeats": hidden["control_pass_at_1_repeats"],
+        "pass_at_1_after": sum(after.values()) / len(after),
+        "pass_at_1_after_per_seed": list(after.values()),
+        "gain": hidden.get("gain"),
+        "gain_per_seed": hidden.get("gain_per_seed"),
+        "ci95": hidden.get("ci95"),
+        "mcnemar_p": hidden.get("mcnemar_p"),
+        "mcnemar_p_per_seed": hidden.get("mcnemar_p_per_seed"),
+        "flips_gained": hidden.get("flips_gained"),
+        "flips_lost": hidden.get("flips_lost"),
+        "noisy_problems": hidden.get("noisy_problems", []),
+        "evalplus": evalplus,
+    }
+    result = {
+        "source": repo_relative(str(args.result)),
+        "model_path": original["model_path"],
+        "trained_on": sorted(trained),
+        "metric": "greedy pass@1 on the hidden tests (MBPP+: plus inputs); `evalplus`: base + plus",
+        "weights": {f"seed{s}": repo_relative(w) for s, w in sorted(weights.items())},
+        "transfer": transfer,
+        "per_problem": {
+            "control": [c["per_problem"] for c in controls],
+            **{f"seed{s}": a["per_problem"] for s, a in afters.items()},
+        },
+        "settings": {
+            "greedy": True,
+            "threads": 1,
+            "repeats": args.repeats,
+            "offset": args.offset,
+            "date": datetime.date.today().isoformat(),
+            "machine": f"{platform.machine()}, {os.cpu_count()} cores, {platform.python_version()}",
+        },
+    }
     out = args.output or REPO / "docs" / "results" / f"transfer_{bench}.json"
     write_json(out, result)
-    print(f"transfer on {len(ids)} untrained problems: control {transfer['control_pass_at_1_repeats']} -> seeds "
-          f"{transfer['seeds']} {transfer['pass_at_1_after_per_seed']}, gain {transfer['gain']}, +{transfer['flips_gained']}/-{transfer['flips_lost']}, "
-          f"p {transfer['mcnemar_p']}, ci95 {transfer['ci95']}, noisy {len(transfer['noisy_problems'])} -> {out}")  # fmt: skip
+    print(
+        f"transfer on {len(ids)} untrained problems: control {transfer['control_pass_at_1_repeats']} -> seeds "
+        f"{transfer['seeds']} {transfer['pass_at_1_after_per_seed']}, gain {transfer['gain']}, +{transfer['flips_gained']}/-{transfer['flips_lost']}, "
+        f"p {transfer['mcnemar_p']}, ci95 {transfer['ci95']}, noisy {len(transfer['noisy_problems'])} -> {out}"
+    )
     return 0
 
 
@@ -81,8 +109,10 @@ def seed_weights(pairs: list[str]) -> dict[int, str]:
     for pair in pairs:
         seed, sep, folder = pair.partition("=")
         if not sep or not seed.strip().isdigit() or not Path(folder).is_dir():
-            raise SystemExit(f"--seed-weights {pair!r}: expected SEED=MODEL_DIR with an existing folder, "
-                             f"e.g. 1=logs/bench/mix/RUN/seed1/run/checkpoints/round_000003/model")  # fmt: skip
+            raise SystemExit(
+                f"--seed-weights {pair!r}: expected SEED=MODEL_DIR with an existing folder, "
+                f"e.g. 1=logs/bench/mix/RUN/seed1/run/checkpoints/round_000003/model"
+            )
         if int(seed) == 0:
             raise SystemExit("--seed-weights 0=...: seed 0's weights are the result's own `model_path`")
         out[int(seed)] = str(Path(folder).resolve())
