@@ -40,6 +40,14 @@ PROG = "python -m unified.eval"
 
 def build_parser(prog: str = PROG) -> argparse.ArgumentParser:
     p = ArgumentParser(prog=prog, description="Greedy pass@1 on a benchmark's hidden tests.")
+    _add_what_flags(p)
+    _add_engine_flags(p)
+    _add_sampling_flags(p)
+    return p
+
+
+def _add_what_flags(p: argparse.ArgumentParser) -> None:
+    """What is evaluated (problems, model or samples) and where the results go."""
     p.add_argument("--benchmark", default="mbpp", help="mbpp or humaneval (default mbpp)")
     p.add_argument("--source", default=None, help="a JSONL/Parquet file of problems instead of the bundled set")
     p.add_argument(
@@ -54,6 +62,10 @@ def build_parser(prog: str = PROG) -> argparse.ArgumentParser:
     p.add_argument("--samples", default=None, metavar="FILE.jsonl", help="score these EvalPlus-format samples instead of a model")
     p.add_argument("--output", default=None, help="output folder (default logs/eval/<benchmark>-<model>-<key>)")
     p.add_argument("--resume", action="store_true", help="continue the results already in the output folder")
+
+
+def _add_engine_flags(p: argparse.ArgumentParser) -> None:
+    """The engine that generates: backend, lengths, batch, dtype."""
     p.add_argument(
         "--backend",
         choices=("vllm_cpu", "vllm", "hf"),
@@ -76,6 +88,10 @@ def build_parser(prog: str = PROG) -> argparse.ArgumentParser:
         help="problems per batch (results are saved after each)",
     )
     p.add_argument("--dtype", default="auto")
+
+
+def _add_sampling_flags(p: argparse.ArgumentParser) -> None:
+    """The --n samples (pass@k), the seed, the sandbox's workers, the log's verbosity."""
     p.add_argument(
         "--n",
         type=whole_number("--n", minimum=1),
@@ -97,7 +113,6 @@ def build_parser(prog: str = PROG) -> argparse.ArgumentParser:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--workers", type=whole_number("--workers", minimum=1), default=2, help="sandbox worker processes")
     p.add_argument("-v", "--verbose", action="store_true", help="keep vLLM/torch start-up messages")
-    return p
 
 
 def main(argv: Sequence[str] | None = None, prog: str = PROG) -> int:

@@ -56,61 +56,72 @@ def round_rows(data, hidden_counts: Mapping[str, int] | None = None) -> dict[str
     """Rows per file for a `phases.RoundData`; `hidden_counts`: problem id -> its number of
     hidden cases (`benchmarks.hidden.hidden_count`, given by the caller: this folder reads no
     hidden test; None: not recorded)."""
-    hidden_counts = hidden_counts or {}
-    n = data.round_index
-    why = {(r.stage, r.subject): r for r in data.rejections}
-    program_why = {r.subject: r.reason for r in data.rejections if r.stage == "program"}
-    rows = {
-        "problems": [
-            dict(
-                round=n,
-                problem_id=p.problem_id,
-                benchmark=p.benchmark,
-                entry_point=p.entry_point,
-                prompt=p.prompt,
-                visible=_cases_text(p.visible),
-                num_visible=len(p.visible),
-                num_hidden=hidden_counts.get(p.problem_id),
-                pass_at_1=data.pass_at_1.get(p.problem_id),
-            )
-            for p in data.problems
-        ],
-        "programs": [
-            dict(
-                round=n,
-                problem_id=p.problem_id,
-                program_id=p.program_id,
-                source=p.source,
-                code=p.code,
-                kept=p.program_id not in program_why,
-                rejection=program_why.get(p.program_id),
-            )
-            for p in data.program_candidates
-        ],
-        "ipo_triples": [
-            dict(
-                round=n,
-                problem_id=t.problem_id,
-                program_id=t.program_id,
-                input=to_literal(t.args),
-                output=to_literal(t.output),
-                input_source=t.input_source,
-            )
-            for t in data.triples
-        ],
-        "tasks": [],
-        "rejections": [
-            dict(
-                round=n, stage=r.stage, reason=r.reason, kind=r.kind, problem_id=r.problem_id, subject=r.subject, detail=r.detail
-            )
-            for r in data.rejections
-        ],
+    return {
+        "problems": _problem_rows(data, hidden_counts or {}),
+        "programs": _program_rows(data),
+        "ipo_triples": _triple_rows(data),
+        "tasks": _task_rows(data),
+        "rejections": _rejection_rows(data),
     }
+
+
+def _problem_rows(data, hidden_counts: Mapping[str, int]) -> list[dict]:
+    return [
+        dict(
+            round=data.round_index,
+            problem_id=p.problem_id,
+            benchmark=p.benchmark,
+            entry_point=p.entry_point,
+            prompt=p.prompt,
+            visible=_cases_text(p.visible),
+            num_visible=len(p.visible),
+            num_hidden=hidden_counts.get(p.problem_id),
+            pass_at_1=data.pass_at_1.get(p.problem_id),
+        )
+        for p in data.problems
+    ]
+
+
+def _program_rows(data) -> list[dict]:
+    """Every candidate program, kept or not (its rejection's reason)."""
+    program_why = {r.subject: r.reason for r in data.rejections if r.stage == "program"}
+    return [
+        dict(
+            round=data.round_index,
+            problem_id=p.problem_id,
+            program_id=p.program_id,
+            source=p.source,
+            code=p.code,
+            kept=p.program_id not in program_why,
+            rejection=program_why.get(p.program_id),
+        )
+        for p in data.program_candidates
+    ]
+
+
+def _triple_rows(data) -> list[dict]:
+    return [
+        dict(
+            round=data.round_index,
+            problem_id=t.problem_id,
+            program_id=t.program_id,
+            input=to_literal(t.args),
+            output=to_literal(t.output),
+            input_source=t.input_source,
+        )
+        for t in data.triples
+    ]
+
+
+def _task_rows(data) -> list[dict]:
+    """Every candidate task, kept or not (its rejection's reason and detail)."""
+    why = {(r.stage, r.subject): r for r in data.rejections}
+    rows = []
     for t in data.candidate_tasks:
         r = why.get(("task", t.task_id))
-        rows["tasks"].append(
+        rows.append(
             dict(
-                round=n,
+                round=data.round_index,
                 task_id=t.task_id,
                 kind=t.kind,
                 problem_id=t.problem_id,
@@ -128,6 +139,14 @@ def round_rows(data, hidden_counts: Mapping[str, int] | None = None) -> dict[str
             )
         )
     return rows
+
+
+def _rejection_rows(data) -> list[dict]:
+    n = data.round_index
+    return [
+        dict(round=n, stage=r.stage, reason=r.reason, kind=r.kind, problem_id=r.problem_id, subject=r.subject, detail=r.detail)
+        for r in data.rejections
+    ]
 
 
 def write_round(round_dir: str | Path, data, hidden_counts: Mapping[str, int] | None = None) -> dict[str, Path]:

@@ -78,27 +78,10 @@ def build_round_data(
     selfplay = [p for p in kept if _within_group(p, cfg.num_programs) or p.program_id in passing]  # a wider budget is for solve
     triples = _phase_2(problems, selfplay, generator, executor, cfg, round_seed, rejections) if cfg.needs_triples else []
     lap("phase_2")
-    opts = BuildOptions(
-        shown_pairs=cfg.induction_shown,
-        visible_passing=frozenset(passing) if cfg.induction_needs_visible else None,
-        partial_credit=cfg.partial_credit,
-        solve_reward=cfg.solve_reward,
-        solve_source=cfg.solve_source,
-        program_votes=votes_per_program(candidates, kept),
-        samples_per_problem=cfg.num_programs,
-        agreement_min_votes=cfg.agreement_min_votes,
-        visible_failures={r.subject: r.detail for r in rejections if r.reason == "fails_visible"},
-    )
+    opts = _build_options(cfg, candidates, kept, passing, rejections)
     candidate_tasks = _collect(rejections, phase3.build_tasks(problems, selfplay, triples, cfg.kinds, opts))
     lap("phase_3")
-    tasks = _collect(
-        rejections,
-        validate.validate_tasks(
-            candidate_tasks, triples, cfg.max_tasks_per_kind_per_problem, cfg.balance_kinds, round_seed, cfg.partial_credit
-        ),
-    )
-    tasks = _collect(rejections, mix_tasks(tasks, cfg.shares, round_seed))
-    tasks = _collect(rejections, cap_tasks(tasks, cfg.max_tasks, round_seed))
+    tasks = _phase_4(candidate_tasks, triples, cfg, round_seed, rejections)
     lap("phase_4")
     return RoundData(
         round_index=round_index,
@@ -114,6 +97,34 @@ def build_round_data(
         rejections=tuple(rejections),
         timings=lap.timings,
     )
+
+
+def _build_options(cfg: PipelineConfig, candidates, kept, passing, rejections: list) -> BuildOptions:
+    """Phase 3's options: the config's, and what phases 1-2 found (votes, visible passes and failures)."""
+    return BuildOptions(
+        shown_pairs=cfg.induction_shown,
+        visible_passing=frozenset(passing) if cfg.induction_needs_visible else None,
+        partial_credit=cfg.partial_credit,
+        solve_reward=cfg.solve_reward,
+        solve_source=cfg.solve_source,
+        program_votes=votes_per_program(candidates, kept),
+        samples_per_problem=cfg.num_programs,
+        agreement_min_votes=cfg.agreement_min_votes,
+        visible_failures={r.subject: r.detail for r in rejections if r.reason == "fails_visible"},
+    )
+
+
+def _phase_4(candidate_tasks, triples, cfg: PipelineConfig, round_seed: int, rejections: list) -> list[Task]:
+    """Phase 4: validate the candidate tasks, mix the kinds to their shares, cap the count (each drop is a rejection)."""
+    tasks = _collect(
+        rejections,
+        validate.validate_tasks(
+            candidate_tasks, triples, cfg.max_tasks_per_kind_per_problem, cfg.balance_kinds, round_seed, cfg.partial_credit
+        ),
+    )
+    tasks = _collect(rejections, mix_tasks(tasks, cfg.shares, round_seed))
+    tasks = _collect(rejections, cap_tasks(tasks, cfg.max_tasks, round_seed))
+    return tasks
 
 
 def _phase_1(

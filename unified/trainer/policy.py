@@ -143,38 +143,58 @@ def _forward(
     model, input_ids, attention_mask, r: int, share: bool, hidden: bool, embeds: torch.Tensor | None, record: PrefixCache | None
 ) -> torch.Tensor:
     """`_answer_states`' forward, from token ids or (`embeds`) from states entering the first
-    block that runs; `record`: the states entering `record.start` go into it."""
-    collect = hidden or record is not None
-    keep = 1 if hidden else r + 1  # hidden states come for every position; logits only where kept
-    read = (lambda out: out.hidden_states[-1]) if hidden else (lambda out: out.logits)  # noqa: E731
-    fed = lambda rows, cols: (  # noqa: E731
-        {"input_ids": input_ids[rows, cols]} if embeds is None else {"inputs_embeds": embeds[rows, cols]}
-    )
-    everything = slice(None)
+    block that runs; `record`: the states entering `record.start` go into it. With `share`,
+    rows with the same prompt run it once (when some do)."""
     p = input_ids.shape[1] - r
     if share and p > 0:
         prompts = torch.cat([input_ids[:, :p], attention_mask[:, :p].to(input_ids.dtype)], dim=1)
         unique, row_of = torch.unique(prompts, dim=0, return_inverse=True)
-        share = unique.shape[0] < input_ids.shape[0]
-    if not (share and p > 0):
-        out = model(
-            **fed(everything, everything),
-            attention_mask=attention_mask,
-            position_ids=_positions(attention_mask),
-            logits_to_keep=keep,
-            use_cache=False,
-            output_hidden_states=collect,
-        )
-        if record is not None:
-            record.record(input_ids, attention_mask, out.hidden_states[record.start])
-        states = read(out)[:, -r - 1 : -1]
-        return states if hidden else states.float()
-    first = torch.empty(unique.shape[0], dtype=torch.long, device=row_of.device).scatter_(
+        if unique.shape[0] < input_ids.shape[0]:
+            return _forward_shared(model, input_ids, attention_mask, r, hidden, embeds, record, unique.shape[0], row_of)
+    return _forward_whole(model, input_ids, attention_mask, r, hidden, embeds, record)
+
+
+def _fed(input_ids, embeds: torch.Tensor | None, rows, cols) -> dict:
+    """The model's input for these rows and columns: token ids, or the states `embeds`."""
+    return {"input_ids": input_ids[rows, cols]} if embeds is None else {"inputs_embeds": embeds[rows, cols]}
+
+
+def _read(out, hidden: bool) -> torch.Tensor:
+    return out.hidden_states[-1] if hidden else out.logits
+
+
+def _forward_whole(
+    model, input_ids, attention_mask, r: int, hidden: bool, embeds: torch.Tensor | None, record: PrefixCache | None
+) -> torch.Tensor:
+    """Every row whole, in one forward."""
+    everything = slice(None)
+    out = model(
+        **_fed(input_ids, embeds, everything, everything),
+        attention_mask=attention_mask,
+        position_ids=_positions(attention_mask),
+        logits_to_keep=1 if hidden else r + 1,  # hidden states come for every position; logits only where kept
+        use_cache=False,
+        output_hidden_states=hidden or record is not None,
+    )
+    if record is not None:
+        record.record(input_ids, attention_mask, out.hidden_states[record.start])
+    states = _read(out, hidden)[:, -r - 1 : -1]
+    return states if hidden else states.float()
+
+
+def _forward_shared(
+    model, input_ids, attention_mask, r: int, hidden: bool, embeds, record: PrefixCache | None, distinct: int, row_of
+) -> torch.Tensor:
+    """Each of the `distinct` prompts once (`row_of`: row -> its prompt), then every row's
+    last `r` tokens on its prompt's keys and values."""
+    p = input_ids.shape[1] - r
+    collect = hidden or record is not None
+    first = torch.empty(distinct, dtype=torch.long, device=row_of.device).scatter_(
         0, row_of, torch.arange(input_ids.shape[0], device=row_of.device)
     )  # a row of each distinct prompt
     mask = attention_mask[first, :p]
     head = model(
-        **fed(first, slice(None, p)),
+        **_fed(input_ids, embeds, first, slice(None, p)),
         attention_mask=mask,
         position_ids=_positions(mask),
         logits_to_keep=1,
@@ -184,7 +204,7 @@ def _forward(
     cache = head.past_key_values
     cache.batch_select_indices(row_of)  # each row its prompt's keys and values (a gather: gradients sum back)
     tail = model(
-        **fed(everything, slice(p, None)),
+        **_fed(input_ids, embeds, slice(None), slice(p, None)),
         attention_mask=attention_mask,
         position_ids=_positions(attention_mask)[:, p:],
         past_key_values=cache,
@@ -195,7 +215,7 @@ def _forward(
     if record is not None:
         k = record.start
         record.record(input_ids, attention_mask, torch.cat([head.hidden_states[k][row_of], tail.hidden_states[k]], dim=1))
-    states = torch.cat([read(head)[row_of, -1:], read(tail)[:, :-1]], dim=1)
+    states = torch.cat([_read(head, hidden)[row_of, -1:], _read(tail, hidden)[:, :-1]], dim=1)
     return states if hidden else states.float()
 
 

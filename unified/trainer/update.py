@@ -294,19 +294,6 @@ def _micro_batch_loss(
             from_hidden=cfg.logprobs_from_hidden,
             prefix=prefix,
         )
-    ref = None
-    if cfg.use_kl_loss:
-        with torch.no_grad(), ref_policy.compute():
-            ref, _ = token_logprobs_and_entropy(
-                ref_policy.module,
-                mb.input_ids,
-                mb.attention_mask,
-                mb.response_mask,
-                temperature,
-                with_entropy=False,
-                share_prompts=cfg.share_prompts,
-                from_hidden=cfg.logprobs_from_hidden,
-            )
     loss, metrics = ppo_loss(
         logp,
         mb.old_log_probs,
@@ -314,13 +301,29 @@ def _micro_batch_loss(
         mb.response_mask,
         cfg,
         entropy=entropy,
-        ref_log_prob=ref,
+        ref_log_prob=_reference_logprobs(mb, ref_policy, cfg, temperature) if cfg.use_kl_loss else None,
         batch_num_tokens=norm[0],
         global_batch_size=norm[1],
     )
     if batch.versions:  # padding batches carry no metrics
         record.add(metrics, batch.num_tokens)
     return loss
+
+
+def _reference_logprobs(mb: MicroBatch, ref_policy, cfg: AlgorithmConfig, temperature: float) -> torch.Tensor:
+    """The reference policy's log-probabilities of the micro-batch's answers (the KL loss's), without a graph."""
+    with torch.no_grad(), ref_policy.compute():
+        ref, _ = token_logprobs_and_entropy(
+            ref_policy.module,
+            mb.input_ids,
+            mb.attention_mask,
+            mb.response_mask,
+            temperature,
+            with_entropy=False,
+            share_prompts=cfg.share_prompts,
+            from_hidden=cfg.logprobs_from_hidden,
+        )
+    return ref
 
 
 class _Record:

@@ -110,7 +110,7 @@ def plot(points: list[dict], n: int, png: Path) -> None:
     fig.savefig(png, dpi=120)
 
 
-def main() -> int:
+def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("run", type=Path)
     p.add_argument("--problems-from", type=Path, required=True, help="a bench JSON whose `problems` were trained on")
@@ -126,11 +126,11 @@ def main() -> int:
         metavar="K",
         help="sample (--n) only every K-th round and the last; greedy alone in between (an n=16 evaluation costs ~8x a greedy one)",
     )
-    args = p.parse_args()
-    ids = json.loads(args.problems_from.read_text())["problems"]
-    kept = checkpoints(args.run)
-    config = yaml.safe_load((args.run / "checkpoints" / kept[max(kept)].name / "config.yaml").read_text())
-    model_config = json.loads((kept[max(kept)] / "model" / "config.json").read_text())
+    return p
+
+
+def _evaluate_rounds(args, ids: list[str], kept: dict, config: dict) -> dict:
+    """round -> its evaluation: round 0 the base model (--before, or evaluated here), then every checkpoint."""
     evals = {
         0: _json(args.before / "eval_results.json")
         if args.before
@@ -144,11 +144,21 @@ def main() -> int:
                 str(folder),
                 ids,
                 args.run / "curve" / f"round_{r}",
-                args.n if sampled(r, max(kept), args.sampled_every) else 1,
-            )  # greedy alone in between
+                args.n if sampled(r, max(kept), args.sampled_every) else 1,  # greedy alone in between
+            )
             for r, folder in kept.items()
         }
     evals.update({r: job.result() for r, job in jobs.items()})
+    return evals
+
+
+def main() -> int:
+    args = _parser().parse_args()
+    ids = json.loads(args.problems_from.read_text())["problems"]
+    kept = checkpoints(args.run)
+    config = yaml.safe_load((args.run / "checkpoints" / kept[max(kept)].name / "config.yaml").read_text())
+    model_config = json.loads((kept[max(kept)] / "model" / "config.json").read_text())
+    evals = _evaluate_rounds(args, ids, kept, config)
     per_trained = training_flops(model_config, config["tuning"]["method"])["per_token"]
     points = curve_points(evals, cumulative_tokens(args.run), generation_flops_per_token(model_config), per_trained, args.n)
     result = {

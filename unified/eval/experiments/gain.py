@@ -517,7 +517,7 @@ def write_weights(args, base: Path) -> None:
             )
 
 
-def main() -> int:
+def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--benchmark", choices=("mbpp", "humaneval"), default="mbpp")
     p.add_argument("--model", default="smollm2")
@@ -559,12 +559,23 @@ def main() -> int:
         default=None,
         help="a unified/eval/experiments/transfer.py JSON of these weights: kept as `transfer`",
     )
+    return p
+
+
+def _parse_args() -> tuple[argparse.Namespace, list[str]]:
+    """The flags (seeds as ints, the recipe's commit checked, the weights' folder filled in) and the key=value overrides."""
+    p = _parser()
     args, overrides = p.parse_known_args()
     if [o for o in overrides if "=" not in o]:
         p.error(f"unknown argument(s) {[o for o in overrides if '=' not in o]}: extra arguments must be key=value overrides")
     args.seeds = [int(s) for s in args.seeds.split(",")]
     args.recipe_commit = frozen_recipe(args.split, args.recipe_commit)
     args.weights = args.weights or str(REPO / "docs" / "results" / "weights" / f"{args.benchmark}-seed{args.seeds[0]}")
+    return args, overrides
+
+
+def main() -> int:
+    args, overrides = _parse_args()
     ids = split_ids(args.split, args.benchmark)[args.offset : args.offset + args.problems]
     base = Path(args.runs_dir) / f"{args.benchmark}-{args.split}-{args.offset}+{len(ids)}x{args.rounds}"
     if not args.collect and (code := run_all(args, ids, base, overrides)) != 0:

@@ -96,11 +96,27 @@ def main() -> int:
     runs = args.runs_dir / args.result.stem
     controls = [evaluate(bench, model, ids, runs / f"control_{k}") for k in range(1, args.repeats + 1)]
     seed0 = evaluate(bench, weights, ids, runs / "seed0")
+    result = _rescored(args, original, controls, seed0)
+    out = args.output or REPO / "docs" / "results" / f"{args.result.stem}_rescored.json"
+    write_json(out, result)
+    h, e = result["hidden"], result["evalplus"]
+    print(
+        f"hidden: control {h['control_pass_at_1_repeats']} after {h['pass_at_1_after']} p/seed {h.get('mcnemar_p_per_seed')} "
+        f"noisy {h.get('noisy_problems')} | evalplus: control {e['control_pass_at_1_repeats']} after {e['pass_at_1_after']} "
+        f"p/seed {e.get('mcnemar_p_per_seed')} | seed-0 gains: {result['flips_seed0']['gained_format_fixes']} format, "
+        f"{result['flips_seed0']['gained_logic_fixes']} logic -> {out}"
+    )
+    return 0
+
+
+def _rescored(args, original: dict, controls: list[dict], seed0: dict) -> dict:
+    """The result JSON: the control's repeats and seed 0 (evaluated here), the other seeds from `original`."""
+    bench, ids = original["benchmark"], original["problems"]
     first = original["seeds"][0]["seed"]
     hidden = {first: seed0["per_problem"]}
     hidden.update({s["seed"]: s["per_problem_after"] for s in original["seeds"][1:]})
     classes = [c.get("per_problem_class", {}) for c in controls]
-    result = {
+    return {
         "source": repo_relative(str(args.result)),
         "benchmark": bench,
         "problems": ids,
@@ -135,16 +151,6 @@ def main() -> int:
             "machine": f"{platform.machine()}, {os.cpu_count()} cores, {platform.python_version()}",
         },
     }
-    out = args.output or REPO / "docs" / "results" / f"{args.result.stem}_rescored.json"
-    write_json(out, result)
-    h, e = result["hidden"], result["evalplus"]
-    print(
-        f"hidden: control {h['control_pass_at_1_repeats']} after {h['pass_at_1_after']} p/seed {h.get('mcnemar_p_per_seed')} "
-        f"noisy {h.get('noisy_problems')} | evalplus: control {e['control_pass_at_1_repeats']} after {e['pass_at_1_after']} "
-        f"p/seed {e.get('mcnemar_p_per_seed')} | seed-0 gains: {result['flips_seed0']['gained_format_fixes']} format, "
-        f"{result['flips_seed0']['gained_logic_fixes']} logic -> {out}"
-    )
-    return 0
 
 
 if __name__ == "__main__":

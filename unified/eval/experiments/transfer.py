@@ -28,7 +28,7 @@ from unified.eval.experiments.record import REPO, committed_weights, repo_relati
 from unified.eval.experiments.rescore import evaluate, metric
 
 
-def main() -> int:
+def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("result", type=Path, help="a committed test_time_gain JSON (its weights and problems)")
     p.add_argument("--offset", type=int, default=100, help="report problems to skip (the trained ones come first)")
@@ -43,7 +43,11 @@ def main() -> int:
         metavar="SEED=MODEL_DIR",
         help="another seed's trained weights (a checkpoint's model/ folder or compact weights); repeatable",
     )
-    args = p.parse_args()
+    return p
+
+
+def main() -> int:
+    args = _parser().parse_args()
     original = json.loads(args.result.read_text())
     bench, trained, model = original["benchmark"], set(original["problems"]), original["settings"]["model"]
     ids = split_ids("report", bench)[args.offset : args.offset + args.problems]
@@ -55,24 +59,7 @@ def main() -> int:
     afters = {s: evaluate(bench, w, ids, runs / f"seed{s}") for s, w in sorted(weights.items())}
     hidden = metric(ids, controls, {s: a["per_problem"] for s, a in afters.items()}, "per_problem")
     evalplus = metric(ids, controls, {s: a.get("per_problem_evalplus", {}) for s, a in afters.items()}, "per_problem_evalplus")
-    after = hidden["pass_at_1_after"]
-    transfer = {
-        "problems": ids,
-        "seeds": sorted(afters),
-        "control_pass_at_1": hidden["control_pass_at_1_repeats"][0],
-        "control_pass_at_1_repeats": hidden["control_pass_at_1_repeats"],
-        "pass_at_1_after": sum(after.values()) / len(after),
-        "pass_at_1_after_per_seed": list(after.values()),
-        "gain": hidden.get("gain"),
-        "gain_per_seed": hidden.get("gain_per_seed"),
-        "ci95": hidden.get("ci95"),
-        "mcnemar_p": hidden.get("mcnemar_p"),
-        "mcnemar_p_per_seed": hidden.get("mcnemar_p_per_seed"),
-        "flips_gained": hidden.get("flips_gained"),
-        "flips_lost": hidden.get("flips_lost"),
-        "noisy_problems": hidden.get("noisy_problems", []),
-        "evalplus": evalplus,
-    }
+    transfer = _transfer(ids, afters, hidden, evalplus)
     result = {
         "source": repo_relative(str(args.result)),
         "model_path": original["model_path"],
@@ -101,6 +88,28 @@ def main() -> int:
         f"p {transfer['mcnemar_p']}, ci95 {transfer['ci95']}, noisy {len(transfer['noisy_problems'])} -> {out}"
     )
     return 0
+
+
+def _transfer(ids: list[str], afters: dict, hidden: dict, evalplus: dict) -> dict:
+    """The result's `transfer`: the control and each seed on the untrained problems, the gain and its tests."""
+    after = hidden["pass_at_1_after"]
+    return {
+        "problems": ids,
+        "seeds": sorted(afters),
+        "control_pass_at_1": hidden["control_pass_at_1_repeats"][0],
+        "control_pass_at_1_repeats": hidden["control_pass_at_1_repeats"],
+        "pass_at_1_after": sum(after.values()) / len(after),
+        "pass_at_1_after_per_seed": list(after.values()),
+        "gain": hidden.get("gain"),
+        "gain_per_seed": hidden.get("gain_per_seed"),
+        "ci95": hidden.get("ci95"),
+        "mcnemar_p": hidden.get("mcnemar_p"),
+        "mcnemar_p_per_seed": hidden.get("mcnemar_p_per_seed"),
+        "flips_gained": hidden.get("flips_gained"),
+        "flips_lost": hidden.get("flips_lost"),
+        "noisy_problems": hidden.get("noisy_problems", []),
+        "evalplus": evalplus,
+    }
 
 
 def seed_weights(pairs: list[str]) -> dict[int, str]:
