@@ -25,8 +25,13 @@ def _ruff() -> list[str]:
 
 
 def _imports_outside_top_level(path: Path) -> subprocess.CompletedProcess:
-    return subprocess.run([*_ruff(), "check", "--select", "PLC0415", "--output-format", "concise", "--no-cache", str(path)],
-                          cwd=REPO, capture_output=True, text=True, timeout=300)  # fmt: skip
+    return subprocess.run(
+        [*_ruff(), "check", "--select", "PLC0415", "--output-format", "concise", "--no-cache", str(path)],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
 
 
 def test_project_imports_sit_at_the_top():
@@ -47,7 +52,9 @@ def long_functions(package: Path = PACKAGE, limit: int = MAX_LINES) -> list[str]
     for path in sorted(package.rglob("*.py")):
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.end_lineno - node.lineno + 1 > limit:
-                found.append(f"{path.relative_to(package.parent)}:{node.lineno} {node.name} ({node.end_lineno - node.lineno + 1} lines)")
+                found.append(
+                    f"{path.relative_to(package.parent)}:{node.lineno} {node.name} ({node.end_lineno - node.lineno + 1} lines)"
+                )
     return found
 
 

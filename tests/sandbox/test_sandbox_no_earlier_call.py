@@ -149,8 +149,11 @@ def test_freed_memory_holds_no_copy_of_an_earlier_reply_or_its_wall_time(one):
     assert (found["secret"], found["message head"], found["wall"]) == (0, 0, 0), found
 
 
-@pytest.mark.xfail(strict=True, reason="one double equal to the previous call's CPU time is still found (not yet located: "
-                   "not a float object the scrub reaches; perhaps the zygote's C stack); docs/sandbox.md")  # fmt: skip
+@pytest.mark.xfail(
+    strict=True,
+    reason="one double equal to the previous call's CPU time is still found (not yet located: "
+    "not a float object the scrub reaches; perhaps the zygote's C stack); docs/sandbox.md",
+)
 def test_freed_memory_holds_no_copy_of_an_earlier_calls_cpu_time(one):
     assert _probe_after_a_call(one)["cpu"] == 0
 

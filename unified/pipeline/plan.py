@@ -102,9 +102,8 @@ class RoundPlan:
     skipped: tuple[str, ...] = ()
     evaluate: bool = False  # greedy pass@1 on the hidden tests this round (`trainer.eval_every`; measured by run/measure.py)
     samples: Mapping[str, int] | None = None  # phase 1's samples per drawn problem (`pipeline.discovery_n`; None: num_programs)
-    replay: Mapping[str, Completion] = field(
-        default_factory=dict
-    )  # problem id -> an earlier round's pass offered (`pipeline.replay`)
+    # problem id -> an earlier round's pass offered (`pipeline.replay`)
+    replay: Mapping[str, Completion] = field(default_factory=dict)
     # the supervised term (`algorithm.sft_coef` > 0): problem id -> an earlier round's found answer; None: off.
     # `supervised_answers` puts this round's phase-1 passes first
     supervised: Mapping[str, Completion] | None = None

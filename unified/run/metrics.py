@@ -74,9 +74,8 @@ def pipeline_metrics(data) -> dict:
     out["tasks/programs_generated"] = len(data.program_candidates)
     out["tasks/triples"] = len(data.triples)
     out["tasks/samples_phase_1"] = sum(len(g) for g in data.program_completions.values())
-    out["tasks/found_problems"] = len(
-        {pid.rpartition("#")[0] for pid in data.visible_passing}
-    )  # a sample passed the visible example
+    # problems where a sample passed the visible example
+    out["tasks/found_problems"] = len({pid.rpartition("#")[0] for pid in data.visible_passing})
     for (stage, reason, kind), count in sorted(data.rejection_counts().items()):
         out[f"tasks/rejected/{stage}/{reason}" + (f"/{kind}" if kind else "")] = count
     measured = [v for v in data.pass_at_1.values() if v is not None]
