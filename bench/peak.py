@@ -51,9 +51,14 @@ def matmul_gflops(dtype: str, hidden: int, intermediate: int, batch: int = 8, re
         start = time.perf_counter()
         torch.bmm(a, b, out=out)
         runs.append(flop / (time.perf_counter() - start) / 1e9)
-    return {"peak_gflops": round(statistics.median(runs), 1), "runs": [round(x, 1) for x in runs], "dtype": dtype,
-            "threads": torch.get_num_threads(), "shape": f"{batch} x {hidden}x{intermediate} @ {intermediate}x{hidden}",
-            "gflop_per_call": round(flop / 1e9, 3)}  # fmt: skip
+    return {
+        "peak_gflops": round(statistics.median(runs), 1),
+        "runs": [round(x, 1) for x in runs],
+        "dtype": dtype,
+        "threads": torch.get_num_threads(),
+        "shape": f"{batch} x {hidden}x{intermediate} @ {intermediate}x{hidden}",
+        "gflop_per_call": round(flop / 1e9, 3),
+    }
 
 
 def measure(dtype: str, threads: int, hidden: int, intermediate: int, batch: int = 8, repeats: int = 20) -> dict:
@@ -73,8 +78,22 @@ def measure(dtype: str, threads: int, hidden: int, intermediate: int, batch: int
 
 
 def in_child(dtype: str, threads: int, hidden: int, intermediate: int, batch: int = 8, repeats: int = 20) -> dict:
-    cmd = [sys.executable, str(Path(__file__).resolve()), "--dtype", dtype, "--threads", str(threads),
-           "--hidden", str(hidden), "--intermediate", str(intermediate), "--batch", str(batch), "--repeats", str(repeats)]  # fmt: skip
+    cmd = [
+        sys.executable,
+        str(Path(__file__).resolve()),
+        "--dtype",
+        dtype,
+        "--threads",
+        str(threads),
+        "--hidden",
+        str(hidden),
+        "--intermediate",
+        str(intermediate),
+        "--batch",
+        str(batch),
+        "--repeats",
+        str(repeats),
+    ]
     env = {**os.environ, "OMP_NUM_THREADS": str(threads)}
     proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=600)
     if proc.returncode != 0:
@@ -87,15 +106,25 @@ def combined(peaks: list[dict]) -> dict:
     """Several measurements of one run (before and after the work) as one: the median of
     all their products; `before_after` keeps each one's median."""
     runs = [x for p in peaks for x in p["runs"]]
-    return {**peaks[0], "peak_gflops": round(statistics.median(runs), 1), "runs": runs,
-            "before_after": [p["peak_gflops"] for p in peaks]}  # fmt: skip
+    return {
+        **peaks[0],
+        "peak_gflops": round(statistics.median(runs), 1),
+        "runs": runs,
+        "before_after": [p["peak_gflops"] for p in peaks],
+    }
 
 
 def fraction_fields(achieved_gflops: float, peak: dict, **extra) -> dict:
     """The top-level fields every bench writes: achieved over the peak of the same run."""
-    return {"dtype": peak["dtype"], "threads": peak["threads"], "peak_gflops": peak["peak_gflops"],
-            "achieved_gflops": round(achieved_gflops, 1), "fraction": round(achieved_gflops / peak["peak_gflops"], 3),
-            "peak": peak, **extra}  # fmt: skip
+    return {
+        "dtype": peak["dtype"],
+        "threads": peak["threads"],
+        "peak_gflops": peak["peak_gflops"],
+        "achieved_gflops": round(achieved_gflops, 1),
+        "fraction": round(achieved_gflops / peak["peak_gflops"], 3),
+        "peak": peak,
+        **extra,
+    }
 
 
 def main() -> None:

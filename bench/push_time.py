@@ -105,8 +105,9 @@ def build_random_qwen2(path: Path, shape: dict, seed: int = 0) -> Path:
     return save_random_qwen2(path, load_tokenizer(str(default_model_dir())), {**ARCH, **shape}, seed)
 
 
-def measure_one(model_dir: str, repeats: int, prompts: int, n: int, max_tokens: int, tuning: str = "full",
-                dtype: str = "float32") -> dict:
+def measure_one(
+    model_dir: str, repeats: int, prompts: int, n: int, max_tokens: int, tuning: str = "full", dtype: str = "float32"
+) -> dict:
     import torch
 
     from unified.trainer.distributed import init_distributed
@@ -132,8 +133,9 @@ def measure_one(model_dir: str, repeats: int, prompts: int, n: int, max_tokens: 
     sampling = SamplingConfig(n=n, temperature=1.0, top_p=1.0, max_tokens=max_tokens, seed=None)
 
     def push(version: int, complete: bool = False) -> float:
-        result = engine.push(policy.named_full_weights(changing_only=partial and not complete), version,
-                             partial=partial and not complete)  # fmt: skip
+        result = engine.push(
+            policy.named_full_weights(changing_only=partial and not complete), version, partial=partial and not complete
+        )
         assert result.ok, f"push failed: {result.error}"
         return result.seconds
 
@@ -235,7 +237,9 @@ def measure_one(model_dir: str, repeats: int, prompts: int, n: int, max_tokens: 
         "push_over_copy_into": round(push_s / statistics.median(copies), 2),
         "push_reload_s": round(statistics.median(reloads), 4) if reloads else None,
         "push_reload_runs": [round(x, 4) for x in reloads],
-        "reload_phases_s": {k: round(statistics.median(p.get(k, 0.0) for p in reload_phases), 4) for k in reload_phases[0]} if reload_phases else None,
+        "reload_phases_s": {k: round(statistics.median(p.get(k, 0.0) for p in reload_phases), 4) for k in reload_phases[0]}
+        if reload_phases
+        else None,
         "reload_over_direct": round(statistics.median(reloads) / push_s, 2) if reloads else None,
         "load_avg_1m": round(os.getloadavg()[0], 2),
         "push_gb_s": round(nbytes / 2**30 / push_s, 2),
@@ -259,11 +263,26 @@ def measure_one(model_dir: str, repeats: int, prompts: int, n: int, max_tokens: 
 
 def run_child(name: str, model_dir: str, args, json_out: Path, threads: int) -> dict:
     cmd = [
-        sys.executable, "-m", "bench.push_time", "--child", model_dir, "--child-out", str(json_out),
-        "--repeats", str(args.repeats), "--prompts", str(args.prompts), "--n", str(args.n),
-        "--max-tokens", str(args.max_tokens), "--child-tuning", TUNING.get(name.split("@")[0], "full"),
-        "--child-dtype", args.dtype,
-    ]  # fmt: skip
+        sys.executable,
+        "-m",
+        "bench.push_time",
+        "--child",
+        model_dir,
+        "--child-out",
+        str(json_out),
+        "--repeats",
+        str(args.repeats),
+        "--prompts",
+        str(args.prompts),
+        "--n",
+        str(args.n),
+        "--max-tokens",
+        str(args.max_tokens),
+        "--child-tuning",
+        TUNING.get(name.split("@")[0], "full"),
+        "--child-dtype",
+        args.dtype,
+    ]
     start = time.perf_counter()
     env = {**os.environ, "OMP_NUM_THREADS": str(threads), "VLLM_LOGGING_LEVEL": "WARNING"}
     proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=args.child_timeout)
@@ -289,8 +308,12 @@ def main() -> None:
     parser.add_argument("--child-out", help=argparse.SUPPRESS)
     parser.add_argument("--child-tuning", default="full", help=argparse.SUPPRESS)
     parser.add_argument("--child-dtype", default="float32", help=argparse.SUPPRESS)
-    parser.add_argument("--dtype", default="auto", choices=("auto", "bfloat16", "float32"),
-                        help="engine and policy compute dtype (auto: as model.dtype=auto)")
+    parser.add_argument(
+        "--dtype",
+        default="auto",
+        choices=("auto", "bfloat16", "float32"),
+        help="engine and policy compute dtype (auto: as model.dtype=auto)",
+    )
     args = parser.parse_args()
     if args.quick:
         args.prompts, args.n, args.max_tokens, args.repeats = 4, 2, 16, 3
@@ -332,10 +355,13 @@ def main() -> None:
                 if "error" in r:
                     print(f"{key}: {r['error']}\n{r['log_tail']}", flush=True)
                 else:
-                    print(f"{key}: {r['params'] / 1e6:.1f}M params, push {r['push_s'] * 1000:.1f} ms "
-                          f"({r['push_over_memcpy']}x a {r['memcpy_s'] * 1000:.0f} ms clone; phases {r['phases_s']}), "
-                          f"round {r['round_s']:.2f} s, share {r['share']:.2%}; via vLLM's reload {r['push_reload_s']} s "
-                          f"({r['reload_over_direct']}x)", flush=True)  # fmt: skip
+                    print(
+                        f"{key}: {r['params'] / 1e6:.1f}M params, push {r['push_s'] * 1000:.1f} ms "
+                        f"({r['push_over_memcpy']}x a {r['memcpy_s'] * 1000:.0f} ms clone; phases {r['phases_s']}), "
+                        f"round {r['round_s']:.2f} s, share {r['share']:.2%}; via vLLM's reload {r['push_reload_s']} s "
+                        f"({r['reload_over_direct']}x)",
+                        flush=True,
+                    )
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 
@@ -348,9 +374,17 @@ def main() -> None:
         "dtype": args.dtype,
         "target_share": TARGET_SHARE,
         "target_push_over_memcpy": TARGET_PUSH_OVER_MEMCPY,
-        "settings": {"repeats": args.repeats, "prompts": args.prompts, "n": args.n, "max_tokens": args.max_tokens,
-                     "backend": "vllm_cpu", "dtype": args.dtype, "share": "push_s / (push_s + round_s)",
-                     "threads": threads, "push_over_memcpy": "push_s / memcpy_s (clone of the full state dict)"},  # fmt: skip
+        "settings": {
+            "repeats": args.repeats,
+            "prompts": args.prompts,
+            "n": args.n,
+            "max_tokens": args.max_tokens,
+            "backend": "vllm_cpu",
+            "dtype": args.dtype,
+            "share": "push_s / (push_s + round_s)",
+            "threads": threads,
+            "push_over_memcpy": "push_s / memcpy_s (clone of the full state dict)",
+        },
         "machine": {
             "cpus": os.cpu_count(),
             "load_avg_1m": round(os.getloadavg()[0], 2),
@@ -367,17 +401,25 @@ def main() -> None:
 
 def print_table(results: dict) -> None:
     print()
-    print(f"{'size':<11} {'thr':>3} {'params':>11} {'push ms':>8} {'memcpy':>7} {'x':>5} {'gather':>7} {'valid':>6} {'reload':>7} "
-          f"{'tied':>6} {'prefix':>6} {'round s':>8} {'share':>7} {'rss MB':>7}  ok")  # fmt: skip
+    print(
+        f"{'size':<11} {'thr':>3} {'params':>11} {'push ms':>8} {'memcpy':>7} {'x':>5} {'gather':>7} {'valid':>6} {'reload':>7} "
+        f"{'tied':>6} {'prefix':>6} {'round s':>8} {'share':>7} {'rss MB':>7}  ok"
+    )
     for name, r in results.items():
         if "error" in r:
             print(f"{name:<11} {'error':>10}")
             continue
-        ok = "ok" if r["share"] <= TARGET_SHARE and r["engine_matches_policy"] and r["push_over_memcpy"] <= TARGET_PUSH_OVER_MEMCPY else "CHECK"
+        ok = (
+            "ok"
+            if r["share"] <= TARGET_SHARE and r["engine_matches_policy"] and r["push_over_memcpy"] <= TARGET_PUSH_OVER_MEMCPY
+            else "CHECK"
+        )
         ph = {k: v * 1000 for k, v in r["phases_s"].items()}
-        print(f"{name:<11} {r['threads']:>3} {r['params']:>11,} {r['push_s'] * 1000:>8.1f} {r['memcpy_s'] * 1000:>7.1f} {r['push_over_memcpy']:>5.2f} "
-              f"{ph.get('gather', 0):>7.1f} {ph.get('validate', 0):>6.1f} {ph.get('reload', 0):>7.1f} {ph.get('tied_heads', 0):>6.1f} "
-              f"{ph.get('prefix_cache', 0):>6.1f} {r['round_s']:>8.2f} {r['share']:>7.2%} {r['peak_rss_mb']:>7}  {ok}")  # fmt: skip
+        print(
+            f"{name:<11} {r['threads']:>3} {r['params']:>11,} {r['push_s'] * 1000:>8.1f} {r['memcpy_s'] * 1000:>7.1f} {r['push_over_memcpy']:>5.2f} "
+            f"{ph.get('gather', 0):>7.1f} {ph.get('validate', 0):>6.1f} {ph.get('reload', 0):>7.1f} {ph.get('tied_heads', 0):>6.1f} "
+            f"{ph.get('prefix_cache', 0):>6.1f} {r['round_s']:>8.2f} {r['share']:>7.2%} {r['peak_rss_mb']:>7}  {ok}"
+        )
 
 
 if __name__ == "__main__":

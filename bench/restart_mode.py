@@ -30,8 +30,9 @@ def fresh_engine_per_phase(c):
     state = c.policy.full_state_dict()
     with tempfile.TemporaryDirectory(prefix="unified-restart-") as folder:
         c.policy.write_pretrained(folder, state, c.tokenizer)  # each rank: its own local copy
-        engine = build_engine_from_config(c.cfg.rollout, folder, dtype=c.cfg.model.dtype, seed=c.cfg.seed + c.dist.rank,
-                                          allow_another=True)  # fmt: skip
+        engine = build_engine_from_config(
+            c.cfg.rollout, folder, dtype=c.cfg.model.dtype, seed=c.cfg.seed + c.dist.rank, allow_another=True
+        )
         components.warm_up(engine)
         engine.version = c.aggregator.version
         try:

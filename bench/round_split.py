@@ -64,12 +64,22 @@ def split_of(rows: list[dict]) -> dict:
 
 def one_run(tree: Path, problems: int, extra: list[str]) -> dict:
     with tempfile.TemporaryDirectory(prefix="round-split-") as out:
-        cmd = [sys.executable, str(tree / "train_unified.py"), "--benchmark", "mbpp", "--problems", str(problems),
-               "--rounds", "1", f"--output-dir={out}", "trainer.save_every=1000", *extra]  # fmt: skip
+        cmd = [
+            sys.executable,
+            str(tree / "train_unified.py"),
+            "--benchmark",
+            "mbpp",
+            "--problems",
+            str(problems),
+            "--rounds",
+            "1",
+            f"--output-dir={out}",
+            "trainer.save_every=1000",
+            *extra,
+        ]
         load = os.getloadavg()[0]
         start = time.perf_counter()
-        proc = subprocess.run(cmd, cwd=tree, env={**os.environ, "VLLM_LOGGING_LEVEL": "WARNING"},
-                              capture_output=True, text=True)  # fmt: skip
+        proc = subprocess.run(cmd, cwd=tree, env={**os.environ, "VLLM_LOGGING_LEVEL": "WARNING"}, capture_output=True, text=True)
         wall = time.perf_counter() - start
         if proc.returncode != 0:
             sys.exit(f"run in {tree} failed (rc {proc.returncode}):\n{proc.stderr[-3000:]}")
@@ -90,8 +100,9 @@ def _ratio(after: dict, before: dict, key: str) -> float | None:
 
 
 def _worktree(ref: str, root: Path) -> tuple[Path, str]:
-    sha = subprocess.run(["git", "rev-parse", "--verify", f"{ref}^{{commit}}"], cwd=REPO, capture_output=True,
-                         text=True, check=True).stdout.strip()  # fmt: skip
+    sha = subprocess.run(
+        ["git", "rev-parse", "--verify", f"{ref}^{{commit}}"], cwd=REPO, capture_output=True, text=True, check=True
+    ).stdout.strip()
     tree = root / sha[:12]
     subprocess.run(["git", "worktree", "add", "--detach", "-q", str(tree), sha], cwd=REPO, check=True)
     return tree, sha
@@ -137,13 +148,24 @@ def main(argv: list[str] | None = None) -> dict:
     result = {
         "before": {"commit": trees["before"][1], **before},
         "after": {"commit": trees["after"][1], **after},
-        "ratio": {k: _ratio(after, before, key) for k, key in
-                  (("round", "round_s"), ("update", "update_s"), ("generation_tokens", "generation_tokens"),
-                   ("phase_1", "phase_1_s"))},  # fmt: skip
+        "ratio": {
+            k: _ratio(after, before, key)
+            for k, key in (
+                ("round", "round_s"),
+                ("update", "update_s"),
+                ("generation_tokens", "generation_tokens"),
+                ("phase_1", "phase_1_s"),
+            )
+        },
         "runs": runs,
-        "settings": {"problems": args.problems, "repeats": args.repeats, "overrides": args.overrides,
-                     "cpu": cpu_name(), "cpus": os.cpu_count(),
-                     "date": time.strftime("%Y-%m-%d %H:%M")},  # fmt: skip
+        "settings": {
+            "problems": args.problems,
+            "repeats": args.repeats,
+            "overrides": args.overrides,
+            "cpu": cpu_name(),
+            "cpus": os.cpu_count(),
+            "date": time.strftime("%Y-%m-%d %H:%M"),
+        },
     }
     args.output.parent.mkdir(parents=True, exist_ok=True)
     write_json(args.output, result, indent=1)

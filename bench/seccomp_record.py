@@ -53,39 +53,94 @@ from unified.sandbox.executor import ExecCall, Executor, ExecutorConfig
 OUT = Path(__file__).resolve().parents[1] / "docs" / "results" / "seccomp_record.json"
 RATELIMIT = Path("/proc/sys/kernel/printk_ratelimit")
 AUDIT = re.compile(rb"type=1326 .*? uid=(\d+) .*? pid=(\d+) .*? arch=([0-9a-f]+) syscall=(\d+)")
-NARROWED = ("fcntl", "ioctl", "prctl", "madvise", "mmap", "clone", "socket", "socketpair", "prlimit64",
-            "unshare", "setns", "mount", "umount2", "kill", "tgkill", "mprotect")  # fmt: skip
+NARROWED = (
+    "fcntl",
+    "ioctl",
+    "prctl",
+    "madvise",
+    "mmap",
+    "clone",
+    "socket",
+    "socketpair",
+    "prlimit64",
+    "unshare",
+    "setns",
+    "mount",
+    "umount2",
+    "kill",
+    "tgkill",
+    "mprotect",
+)
 
 SUPPLEMENT = {  # behaviours a program may have beyond the benchmarks' solutions: (code, entry, args)
-    "threads": ("import threading\ndef f(n):\n    out = []\n    ts = [threading.Thread(target=out.append, args=(i,)) for i in range(n)]\n"
-                "    [t.start() for t in ts]\n    [t.join() for t in ts]\n    return sorted(out)\n", "f", (4,)),
-    "thread_pool": ("from concurrent.futures import ThreadPoolExecutor\ndef f(n):\n    with ThreadPoolExecutor(2) as ex:\n"
-                    "        return list(ex.map(abs, range(-n, 0)))\n", "f", (5,)),
-    "fork_wait": ("import os\ndef f():\n    pid = os.fork()\n    if pid == 0:\n        os._exit(3)\n"
-                  "    return os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])\n", "f", ()),
+    "threads": (
+        "import threading\ndef f(n):\n    out = []\n    ts = [threading.Thread(target=out.append, args=(i,)) for i in range(n)]\n"
+        "    [t.start() for t in ts]\n    [t.join() for t in ts]\n    return sorted(out)\n",
+        "f",
+        (4,),
+    ),
+    "thread_pool": (
+        "from concurrent.futures import ThreadPoolExecutor\ndef f(n):\n    with ThreadPoolExecutor(2) as ex:\n"
+        "        return list(ex.map(abs, range(-n, 0)))\n",
+        "f",
+        (5,),
+    ),
+    "fork_wait": (
+        "import os\ndef f():\n    pid = os.fork()\n    if pid == 0:\n        os._exit(3)\n"
+        "    return os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])\n",
+        "f",
+        (),
+    ),
     "sleep": ("import time\ndef f(s):\n    time.sleep(s)\n    return time.monotonic() > 0 and time.time() > 0\n", "f", (0.01,)),
-    "tmp_files": ("import os\ndef f(text):\n    os.makedirs('/tmp/d/e', exist_ok=True)\n    with open('/tmp/d/e/x.txt', 'w') as fh:\n"
-                  "        fh.write(text)\n    with open('/tmp/d/e/x.txt') as fh:\n        back = fh.read()\n"
-                  "    os.rename('/tmp/d/e/x.txt', '/tmp/d/y.txt')\n    names = sorted(os.listdir('/tmp/d'))\n"
-                  "    st = os.stat('/tmp/d/y.txt')\n    os.remove('/tmp/d/y.txt')\n    return back, names, st.st_size, os.getcwd()\n",
-                  "f", ("hello",)),
-    "socketpair": ("import socket\ndef f(b):\n    a, c = socket.socketpair()\n    a.sendall(b)\n    got = c.recv(16)\n"
-                   "    a.close(); c.close()\n    return got\n", "f", (b"ping",)),
-    "unix_socket": ("import socket\ndef f():\n    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)\n    s.close()\n"
-                    "    return 'made'\n", "f", ()),
-    "big_memory": ("def f(n):\n    a = bytearray(n)\n    b = [0] * (n // 8)\n    a += bytes(n)\n    del b\n    return len(a)\n",
-                   "f", (64 << 20,)),
-    "memory_error": ("def f():\n    try:\n        return len(bytearray(1 << 40))\n    except MemoryError:\n        return 'MemoryError'\n", "f", ()),
-    "stdlib": ("import decimal, fractions, json, re, statistics, string, textwrap, unicodedata, bisect, heapq, array, struct\n"
-               "import binascii, base64, zlib, copy, pprint, enum, dataclasses, typing, numbers, operator, functools\n"
-               "import collections, math, cmath, itertools, io, csv, difflib, locale, os.path, sys, warnings\n"
-               "def f(x):\n    return (str(decimal.Decimal(x) / 7)[:8], str(fractions.Fraction(x, 3)), json.dumps({'a': x}),\n"
-               "            statistics.median([x, 1, 2]), unicodedata.name('a'), zlib.crc32(b'x'), base64.b64encode(b'x'),\n"
-               "            struct.pack('<i', x), textwrap.shorten('a b c', 3), list(difflib.ndiff(['a'], ['b']))[:1])\n",
-               "f", (5,)),
-    "print_and_raise": ("import sys\ndef f(x):\n    print('out', x)\n    print('err', x, file=sys.stderr)\n    raise ValueError(x)\n", "f", (1,)),
-    "recursion": ("import sys\ndef f(n):\n    sys.setrecursionlimit(10000)\n    g = lambda k: 0 if k == 0 else 1 + g(k - 1)\n    return g(n)\n",
-                  "f", (5000,)),
+    "tmp_files": (
+        "import os\ndef f(text):\n    os.makedirs('/tmp/d/e', exist_ok=True)\n    with open('/tmp/d/e/x.txt', 'w') as fh:\n"
+        "        fh.write(text)\n    with open('/tmp/d/e/x.txt') as fh:\n        back = fh.read()\n"
+        "    os.rename('/tmp/d/e/x.txt', '/tmp/d/y.txt')\n    names = sorted(os.listdir('/tmp/d'))\n"
+        "    st = os.stat('/tmp/d/y.txt')\n    os.remove('/tmp/d/y.txt')\n    return back, names, st.st_size, os.getcwd()\n",
+        "f",
+        ("hello",),
+    ),
+    "socketpair": (
+        "import socket\ndef f(b):\n    a, c = socket.socketpair()\n    a.sendall(b)\n    got = c.recv(16)\n"
+        "    a.close(); c.close()\n    return got\n",
+        "f",
+        (b"ping",),
+    ),
+    "unix_socket": (
+        "import socket\ndef f():\n    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)\n    s.close()\n    return 'made'\n",
+        "f",
+        (),
+    ),
+    "big_memory": (
+        "def f(n):\n    a = bytearray(n)\n    b = [0] * (n // 8)\n    a += bytes(n)\n    del b\n    return len(a)\n",
+        "f",
+        (64 << 20,),
+    ),
+    "memory_error": (
+        "def f():\n    try:\n        return len(bytearray(1 << 40))\n    except MemoryError:\n        return 'MemoryError'\n",
+        "f",
+        (),
+    ),
+    "stdlib": (
+        "import decimal, fractions, json, re, statistics, string, textwrap, unicodedata, bisect, heapq, array, struct\n"
+        "import binascii, base64, zlib, copy, pprint, enum, dataclasses, typing, numbers, operator, functools\n"
+        "import collections, math, cmath, itertools, io, csv, difflib, locale, os.path, sys, warnings\n"
+        "def f(x):\n    return (str(decimal.Decimal(x) / 7)[:8], str(fractions.Fraction(x, 3)), json.dumps({'a': x}),\n"
+        "            statistics.median([x, 1, 2]), unicodedata.name('a'), zlib.crc32(b'x'), base64.b64encode(b'x'),\n"
+        "            struct.pack('<i', x), textwrap.shorten('a b c', 3), list(difflib.ndiff(['a'], ['b']))[:1])\n",
+        "f",
+        (5,),
+    ),
+    "print_and_raise": (
+        "import sys\ndef f(x):\n    print('out', x)\n    print('err', x, file=sys.stderr)\n    raise ValueError(x)\n",
+        "f",
+        (1,),
+    ),
+    "recursion": (
+        "import sys\ndef f(n):\n    sys.setrecursionlimit(10000)\n    g = lambda k: 0 if k == 0 else 1 + g(k - 1)\n    return g(n)\n",
+        "f",
+        (5000,),
+    ),
     "cpu_loop": ("def f():\n    while True:\n        pass\n", "f", ()),
     "urandom_hash": ("import os\ndef f():\n    return len(os.urandom(8)), hash('x') == hash('x')\n", "f", ()),
 }
@@ -181,8 +236,14 @@ def run_pass(label: str, allowed: tuple[str, ...], conditional: bool, jobs, klog
         who = "zygote" if uid == 0 else "call"
         entry["by"][who] = entry["by"].get(who, 0) + 1
         new[name] += 1
-    summary = {"pass": label, "allowed": len(allowed), "calls": sum(statuses.values()), "statuses": dict(statuses),
-               "logged": dict(new.most_common()), "seconds": round(time.monotonic() - start, 1)}  # fmt: skip
+    summary = {
+        "pass": label,
+        "allowed": len(allowed),
+        "calls": sum(statuses.values()),
+        "statuses": dict(statuses),
+        "logged": dict(new.most_common()),
+        "seconds": round(time.monotonic() - start, 1),
+    }
     print(json.dumps(summary), flush=True)
     return summary
 
@@ -219,9 +280,24 @@ def trace_arguments(jobs) -> dict:
 def _shape(name: str, args: str) -> str:
     """The arguments that matter for the rule, without addresses and descriptors."""
     parts = [p.strip() for p in re.split(r",(?![^{\[]*[}\]])", args)]
-    pick = {"fcntl": [1], "ioctl": [1], "prctl": [0], "madvise": [2], "mmap": [2, 3], "clone": [1], "socket": [0, 1],
-            "socketpair": [0, 1], "prlimit64": [0, 1], "unshare": [0], "setns": [1], "mount": [2, 3], "umount2": [1],
-            "kill": [1], "tgkill": [2], "mprotect": [2]}.get(name, [])  # fmt: skip
+    pick = {
+        "fcntl": [1],
+        "ioctl": [1],
+        "prctl": [0],
+        "madvise": [2],
+        "mmap": [2, 3],
+        "clone": [1],
+        "socket": [0, 1],
+        "socketpair": [0, 1],
+        "prlimit64": [0, 1],
+        "unshare": [0],
+        "setns": [1],
+        "mount": [2, 3],
+        "umount2": [1],
+        "kill": [1],
+        "tgkill": [2],
+        "mprotect": [2],
+    }.get(name, [])
     return ", ".join(parts[i] if i < len(parts) else "?" for i in pick)
 
 
@@ -254,10 +330,13 @@ def main() -> None:
         "what": "system calls logged by seccomp's LOG action while canonical solutions ran in the sandbox",
         "command": "python bench/seccomp_record.py" + (" --final" if args.final else "") + (" --strace" if args.strace else ""),
         "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
-        "kernel": platform.release(), "machine": platform.machine(), "python": platform.python_version(),
-        "passes": passes, "audit_records_lost": klog.lost,
+        "kernel": platform.release(),
+        "machine": platform.machine(),
+        "python": platform.python_version(),
+        "passes": passes,
+        "audit_records_lost": klog.lost,
         "syscalls": dict(sorted(seen.items())),
-    }  # fmt: skip
+    }
     if args.strace:
         result["arguments"] = trace_arguments(firsts + supplement)
     out = OUT.with_name("seccomp_record_final.json") if args.final else OUT

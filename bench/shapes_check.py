@@ -33,17 +33,29 @@ def cases():
     from unified.text.extract import proposed_inputs
     from unified.types import IOTriple, Problem, Program, TestCase
 
-    problem = Problem("P/1", "mbpp", "Write a function to find the shared elements of two lists.", "similar_elements",
-                      (TestCase(*PROBLEM_ARGS),))  # fmt: skip
-    program = Program("P/1", "P/1#p0", "def similar_elements(a, b):\n    return tuple(sorted(set(a) & set(b)))\n", "similar_elements")
-    triples = [IOTriple("P/1", "P/1#p0", PROBLEM_ARGS[0], PROBLEM_ARGS[1], "visible"), IOTriple("P/1", "P/1#p0", ((1, 2), (2,)), (2,), "proposed")]
+    problem = Problem(
+        "P/1",
+        "mbpp",
+        "Write a function to find the shared elements of two lists.",
+        "similar_elements",
+        (TestCase(*PROBLEM_ARGS),),
+    )
+    program = Program(
+        "P/1", "P/1#p0", "def similar_elements(a, b):\n    return tuple(sorted(set(a) & set(b)))\n", "similar_elements"
+    )
+    triples = [
+        IOTriple("P/1", "P/1#p0", PROBLEM_ARGS[0], PROBLEM_ARGS[1], "visible"),
+        IOTriple("P/1", "P/1#p0", ((1, 2), (2,)), (2,), "proposed"),
+    ]
     out = []
     for kind in ("deduction", "abduction", "induction"):
         task = KINDS[kind].build(problem, program, triples, BuildOptions())[0][0]
         out.append((kind, task.prompt, KINDS[kind].answer_shape(task), lambda text, t=task: parse_answer(t, text)[1]))
     solve = shapes.code_answer(problem.entry_point, tagged=False)
     out.append(("solve", problem.prompt, solve, lambda text: None if "def similar_elements(" in text else "no_entry_point"))
-    read = lambda text: None if len([a for a, _, _ in proposed_inputs(text, "similar_elements", 2) if a is not None]) == 2 else "inputs"  # noqa: E731
+    read = lambda text: (  # noqa: E731
+        None if len([a for a, _, _ in proposed_inputs(text, "similar_elements", 2) if a is not None]) == 2 else "inputs"
+    )
     out.append(("inputs", input_prompt(problem, 2), shapes.input_lines("similar_elements", 2, 2), read))
     return out
 
@@ -116,11 +128,22 @@ def main() -> int:
         finished = [text for text, done in got if done]
         failures = [text for text in finished if read(text) is not None]
         failed, finished_any = failed + len(failures), finished_any + len(finished)
-        rows.append(dict(shape=name, samples=len(got), finished=len(finished), parse_failures=len(failures),
-                         compile_s=round(compile_s, 3), sample_s=round(time.perf_counter() - t0, 2),
-                         example=finished[0][:160] if finished else got[0][0][:160], failed=failures[:2]))  # fmt: skip
-        print(f"{name:10s} finished {len(finished)}/{len(got)}  parse failures {len(failures)}  "
-              f"compile {compile_s:.2f}s  e.g. {rows[-1]['example'][:70]!r}")  # fmt: skip
+        rows.append(
+            dict(
+                shape=name,
+                samples=len(got),
+                finished=len(finished),
+                parse_failures=len(failures),
+                compile_s=round(compile_s, 3),
+                sample_s=round(time.perf_counter() - t0, 2),
+                example=finished[0][:160] if finished else got[0][0][:160],
+                failed=failures[:2],
+            )
+        )
+        print(
+            f"{name:10s} finished {len(finished)}/{len(got)}  parse failures {len(failures)}  "
+            f"compile {compile_s:.2f}s  e.g. {rows[-1]['example'][:70]!r}"
+        )
     ok = failed == 0 and finished_any > 0
     device_name = torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu"
     Path(args.output).parent.mkdir(parents=True, exist_ok=True)

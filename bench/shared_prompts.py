@@ -45,8 +45,12 @@ def main() -> int:
     p.add_argument("--output", type=Path, default=REPO / "logs" / "bench" / "shared_prompts.json")
     args = p.parse_args()
     torch.set_num_threads(2)
-    build = lambda: build_policy(str(smollm2.model_dir()), device=init_distributed("cpu").device, dtype="auto",
-                                 tuning=TuningConfig(method="top_layers", trainable_layers=4))  # noqa: E731
+    build = lambda: build_policy(  # noqa: E731
+        str(smollm2.model_dir()),
+        device=init_distributed("cpu").device,
+        dtype="auto",
+        tuning=TuningConfig(method="top_layers", trainable_layers=4),
+    )
     policies = {"held": build(), "cast": build()}
     release_frozen_weights(policies["cast"].module)
     gen = torch.Generator().manual_seed(0)
@@ -61,30 +65,54 @@ def main() -> int:
         start = time.process_time()
         policy.module.zero_grad()
         with policy.compute():
-            logp, _ = token_logprobs_and_entropy(policy.module, batch.input_ids, batch.attention_mask, batch.response_mask,
-                                                 share_prompts=share, entropy_grad=False, from_hidden=hidden)  # fmt: skip
+            logp, _ = token_logprobs_and_entropy(
+                policy.module,
+                batch.input_ids,
+                batch.attention_mask,
+                batch.response_mask,
+                share_prompts=share,
+                entropy_grad=False,
+                from_hidden=hidden,
+            )
         (logp * batch.response_mask).sum().backward()
         return time.process_time() - start
 
-    arms = {"plain": (False, "cast", False), "shared": (True, "cast", False), "shared+held": (True, "held", False),
-            "shared+held+hidden": (True, "held", True)}  # fmt: skip
+    arms = {
+        "plain": (False, "cast", False),
+        "shared": (True, "cast", False),
+        "shared+held": (True, "held", False),
+        "shared+held+hidden": (True, "held", True),
+    }
     runs: dict[str, list[float]] = {name: [] for name in arms}
     for _ in range(args.repeats):
         for name, arm in arms.items():
             runs[name].append(step(*arm))
     med = {name: statistics.median(v[1:] or v) for name, v in runs.items()}
     through = {"plain": len(lengths) * args.prompt + sum(lengths), "shared": args.prompt + sum(lengths)}
-    result = {"cpu_s": med, "ratio": med["shared"] / med["plain"], "ratio_held": med["shared+held"] / med["shared"],
-              "ratio_hidden": med["shared+held+hidden"] / med["shared+held"], "ratio_all": med["shared+held+hidden"] / med["plain"],
-              "tokens_through_model": through, "runs": runs,
-              "settings": {"prompt": args.prompt, "responses": lengths, "dtype": resolve_dtype("auto", "cpu"),
-                           "threads": torch.get_num_threads(), "cpu": platform.processor() or platform.machine(),
-                           "date": time.strftime("%Y-%m-%d %H:%M")}}  # fmt: skip
+    result = {
+        "cpu_s": med,
+        "ratio": med["shared"] / med["plain"],
+        "ratio_held": med["shared+held"] / med["shared"],
+        "ratio_hidden": med["shared+held+hidden"] / med["shared+held"],
+        "ratio_all": med["shared+held+hidden"] / med["plain"],
+        "tokens_through_model": through,
+        "runs": runs,
+        "settings": {
+            "prompt": args.prompt,
+            "responses": lengths,
+            "dtype": resolve_dtype("auto", "cpu"),
+            "threads": torch.get_num_threads(),
+            "cpu": platform.processor() or platform.machine(),
+            "date": time.strftime("%Y-%m-%d %H:%M"),
+        },
+    }
     args.output.parent.mkdir(parents=True, exist_ok=True)
     write_json(args.output, result, indent=1)
-    print(" | ".join(f"{k} {v:.2f} CPU s" for k, v in med.items()) + f" | shared/plain {result['ratio']:.3f} | "
-          f"held/cast {result['ratio_held']:.3f} | hidden/logits {result['ratio_hidden']:.3f} | all {result['ratio_all']:.3f} | "
-          f"tokens through the model {through['plain']} -> {through['shared']} -> {args.output}")  # fmt: skip
+    print(
+        " | ".join(f"{k} {v:.2f} CPU s" for k, v in med.items()) + f" | shared/plain {result['ratio']:.3f} | "
+        f"held/cast {result['ratio_held']:.3f} | hidden/logits {result['ratio_hidden']:.3f} | all {result['ratio_all']:.3f} | "
+        f"tokens through the model {through['plain']} -> {through['shared']} -> {args.output}"
+    )
     return 0
 
 

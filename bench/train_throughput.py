@@ -82,12 +82,16 @@ def timed_pairs(ours: Ours, raw: Raw, steps: list[dict], args, tuning: str) -> l
                 ours.step(data["samples"])
             else:
                 raw.step(data["batches"])
-            records.append({"path": which, "step": rep % len(steps), "s": time.perf_counter() - start,
-                            "cpu_s": time.process_time() - cpu})  # fmt: skip
+            records.append(
+                {"path": which, "step": rep % len(steps), "s": time.perf_counter() - start, "cpu_s": time.process_time() - cpu}
+            )
         o, r = records[-2:] if records[-2]["path"] == "ours" else records[-2:][::-1]
-        print(f"  {tuning} step {rep + 1}/{args.steps}: ours {data['tokens'] / o['s']:7.1f} tok/s "
-              f"({data['tokens'] / o['cpu_s']:.1f} per CPU s)  raw {data['tokens'] / r['s']:7.1f} tok/s "
-              f"({data['tokens'] / r['cpu_s']:.1f} per CPU s)", flush=True)  # fmt: skip
+        print(
+            f"  {tuning} step {rep + 1}/{args.steps}: ours {data['tokens'] / o['s']:7.1f} tok/s "
+            f"({data['tokens'] / o['cpu_s']:.1f} per CPU s)  raw {data['tokens'] / r['s']:7.1f} tok/s "
+            f"({data['tokens'] / r['cpu_s']:.1f} per CPU s)",
+            flush=True,
+        )
     return records
 
 
@@ -99,14 +103,20 @@ def summarize(records: list[dict], steps: list[dict], per: dict) -> dict:
     for path in ("ours", "raw"):
         mine = [r for r in records if r["path"] == path]
         tok = [steps[r["step"]]["tokens"] / r["s"] for r in mine]
-        flops = [model_flops.step_flops(per, steps[r["step"]]["tokens"], steps[r["step"]]["response_tokens"]) / r["s"] / 1e9 for r in mine]
+        flops = [
+            model_flops.step_flops(per, steps[r["step"]]["tokens"], steps[r["step"]]["response_tokens"]) / r["s"] / 1e9
+            for r in mine
+        ]
         out[f"{path}_tok_s"] = round(statistics.median(tok), 2)
         out[f"{path}_cpu_tok_s"] = round(statistics.median(steps[r["step"]]["tokens"] / r["cpu_s"] for r in mine), 2)
         out[f"{path}_gflops"] = round(statistics.median(flops), 1)
         out[f"{path}_runs"] = [round(x, 2) for x in tok]
     pairs = [(a, b) for a, b in zip(out["ours_runs"], out["raw_runs"])]
-    out.update(ratio=round(out["ours_tok_s"] / out["raw_tok_s"], 3), ratio_cpu=round(out["ours_cpu_tok_s"] / out["raw_cpu_tok_s"], 3),
-               pair_ratio_median=round(statistics.median(a / b for a, b in pairs), 3))  # fmt: skip
+    out.update(
+        ratio=round(out["ours_tok_s"] / out["raw_tok_s"], 3),
+        ratio_cpu=round(out["ours_cpu_tok_s"] / out["raw_cpu_tok_s"], 3),
+        pair_ratio_median=round(statistics.median(a / b for a, b in pairs), 3),
+    )
     return out
 
 
@@ -137,8 +147,11 @@ def raw_variant(path: str, tuning: str, args, steps: list[dict], name: str, **kw
     print(f"  {tuning} raw {name}: {statistics.median(xs):.1f} tok/s (first step {first:.1f} s)", flush=True)
     del variant
     gc.collect()
-    return {f"raw_{name}_tok_s": round(statistics.median(xs), 2), f"raw_{name}_runs": [round(x, 2) for x in xs],
-            f"raw_{name}_first_step_s": round(first, 1)}  # fmt: skip
+    return {
+        f"raw_{name}_tok_s": round(statistics.median(xs), 2),
+        f"raw_{name}_runs": [round(x, 2) for x in xs],
+        f"raw_{name}_first_step_s": round(first, 1),
+    }
 
 
 def measure_tuning(path: str, tuning: str, args, steps: list[dict], pad_id: int, config: dict, extra=()) -> dict:
@@ -151,9 +164,14 @@ def measure_tuning(path: str, tuning: str, args, steps: list[dict], pad_id: int,
     trainable = sum(p.numel() for p in raw.model.parameters() if p.requires_grad)
     per = flops_per_token(config, tuning, args)
     step_gflop = statistics.median(model_flops.step_flops(per, s["tokens"], s["response_tokens"]) for s in steps) / 1e9
-    result = {**summarize(timed_pairs(ours, raw, steps, args, tuning), steps, per), "trainable_params": trainable,
-              "gflop_per_token": round(per["per_token"] / 1e9, 4), "gflop_per_token_blocks": round(per["block"] / 1e9, 4),
-              "gflop_per_token_head": round(per["head"] / 1e9, 4), "gflop_per_step": round(step_gflop, 2)}  # fmt: skip
+    result = {
+        **summarize(timed_pairs(ours, raw, steps, args, tuning), steps, per),
+        "trainable_params": trainable,
+        "gflop_per_token": round(per["per_token"] / 1e9, 4),
+        "gflop_per_token_blocks": round(per["block"] / 1e9, 4),
+        "gflop_per_token_head": round(per["head"] / 1e9, 4),
+        "gflop_per_step": round(step_gflop, 2),
+    }
     del ours, raw
     gc.collect()
     for name, kwargs in extra:
@@ -167,16 +185,24 @@ def parse_args() -> argparse.Namespace:
     a = AlgorithmConfig()
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", default="smollm2", help="smollm2, tiny or an HF folder")
-    parser.add_argument("--tunings", default=f"{DEFAULT_TUNING},lora", help="the first gives `ratio` and the top-level fraction (full: add it)")
+    parser.add_argument(
+        "--tunings", default=f"{DEFAULT_TUNING},lora", help="the first gives `ratio` and the top-level fraction (full: add it)"
+    )
     parser.add_argument("--top-layers", type=int, default=4, help="trainable blocks for top_layers")
     parser.add_argument("--threads", type=int, default=2, help="torch intra-op threads (the trainer's: 2)")
-    parser.add_argument("--dtype", default="auto", choices=("auto", "bfloat16", "float32"), help="compute dtype (auto: as model.dtype=auto)")
+    parser.add_argument(
+        "--dtype", default="auto", choices=("auto", "bfloat16", "float32"), help="compute dtype (auto: as model.dtype=auto)"
+    )
     parser.add_argument("--micro-batch", type=int, default=a.micro_batch_size)
     parser.add_argument("--accum", type=int, default=a.accum_steps, help="micro-batches per gradient contribution")
     parser.add_argument("--update-steps", type=int, default=a.update_steps, help="contributions per optimizer step")
     parser.add_argument("--group", type=int, default=16, help="samples per prompt (rollout.n)")
-    parser.add_argument("--prompt-tokens", type=int, default=0, help="0: the real phase-1 prompts; N: each cut or cycled to N tokens")
-    parser.add_argument("--response-tokens", type=int, default=192, help="the longest response (the budget); others 7/8, 6/8, 5/8 of it")
+    parser.add_argument(
+        "--prompt-tokens", type=int, default=0, help="0: the real phase-1 prompts; N: each cut or cycled to N tokens"
+    )
+    parser.add_argument(
+        "--response-tokens", type=int, default=192, help="the longest response (the budget); others 7/8, 6/8, 5/8 of it"
+    )
     parser.add_argument("--steps", type=int, default=3, help="timed optimizer steps per path (median)")
     parser.add_argument("--warmup", type=int, default=1)
     parser.add_argument("--lr", type=float, default=1e-6)
@@ -203,7 +229,10 @@ def measure_all(args, path: str, config: dict, steps: list[dict], pad_id: int) -
     peaks = [peak.measure(args.dtype, args.threads, **peak.shape_of(config), repeats=args.peak_repeats)]
     results = {}
     for tuning in tunings:
-        print(f"{tuning}: measuring ({steps[0]['tokens']} tokens in the first step, {args.dtype}, {args.threads} thread(s)) ...", flush=True)
+        print(
+            f"{tuning}: measuring ({steps[0]['tokens']} tokens in the first step, {args.dtype}, {args.threads} thread(s)) ...",
+            flush=True,
+        )
         results[tuning] = measure_tuning(path, tuning, args, steps, pad_id, config, extra if tuning == tunings[0] else ())
     peaks.append(peak.measure(args.dtype, args.threads, **peak.shape_of(config), repeats=args.peak_repeats))
     combined = peak.combined(peaks)
@@ -224,44 +253,74 @@ def build_body(args, path: str, results: dict, combined: dict, steps: list[dict]
     raw_dtypes.update({k: v for k, v in r.items() if k in ("raw_float32_tok_s", "raw_bfloat16_tok_s")})
     return {
         **peak.fraction_fields(r["ours_gflops"], combined, target_fraction=TARGET_FRACTION),
-        "gflop_per_token": r["gflop_per_token"], "gflop_per_step": r["gflop_per_step"],
+        "gflop_per_token": r["gflop_per_token"],
+        "gflop_per_step": r["gflop_per_step"],
         "flops_formula": model_flops.TRAINING_FORMULA,
-        "ratio": r["ratio"], "ratio_cpu": r["ratio_cpu"], "ratio_tuning": main_key, "target_ratio": TARGET_RATIO,
-        "ours_tok_s": r["ours_tok_s"], "raw_tok_s": r["raw_tok_s"], "ours_cpu_tok_s": r["ours_cpu_tok_s"],
-        "raw_cpu_tok_s": r["raw_cpu_tok_s"], **raw_dtypes, "raw_compile_tok_s": r.get("raw_compile_tok_s"),
+        "ratio": r["ratio"],
+        "ratio_cpu": r["ratio_cpu"],
+        "ratio_tuning": main_key,
+        "target_ratio": TARGET_RATIO,
+        "ours_tok_s": r["ours_tok_s"],
+        "raw_tok_s": r["raw_tok_s"],
+        "ours_cpu_tok_s": r["ours_cpu_tok_s"],
+        "raw_cpu_tok_s": r["raw_cpu_tok_s"],
+        **raw_dtypes,
+        "raw_compile_tok_s": r.get("raw_compile_tok_s"),
         "tunings": results,
         "settings": {
-            "model": args.model, "model_dir": Path(path).name, "dtype": args.dtype, "micro_batch": args.micro_batch, "accum": args.accum,
-            "update_steps": args.update_steps, "group": args.group, "prompt_tokens": args.prompt_tokens or "phase-1 prompts",
-            "response_tokens": args.response_tokens, "tokens_per_step": [s["tokens"] for s in steps],
-            "response_tokens_per_step": [s["response_tokens"] for s in steps], "steps": args.steps, "warmup": args.warmup,
-            "top_layers": args.top_layers, "tok_s": "real (non-padding) prompt + response tokens per second of optimizer steps",
-        },  # fmt: skip
+            "model": args.model,
+            "model_dir": Path(path).name,
+            "dtype": args.dtype,
+            "micro_batch": args.micro_batch,
+            "accum": args.accum,
+            "update_steps": args.update_steps,
+            "group": args.group,
+            "prompt_tokens": args.prompt_tokens or "phase-1 prompts",
+            "response_tokens": args.response_tokens,
+            "tokens_per_step": [s["tokens"] for s in steps],
+            "response_tokens_per_step": [s["response_tokens"] for s in steps],
+            "steps": args.steps,
+            "warmup": args.warmup,
+            "top_layers": args.top_layers,
+            "tok_s": "real (non-padding) prompt + response tokens per second of optimizer steps",
+        },
         "machine": {
-            "cpus": os.cpu_count(), "threads": torch.get_num_threads(), "omp_num_threads": os.environ.get("OMP_NUM_THREADS"),
-            "load_avg_1m_start": round(load_start, 2), "load_avg_1m": round(os.getloadavg()[0], 2),
-            "python": platform.python_version(), "torch": torch.__version__,
-        },  # fmt: skip
+            "cpus": os.cpu_count(),
+            "threads": torch.get_num_threads(),
+            "omp_num_threads": os.environ.get("OMP_NUM_THREADS"),
+            "load_avg_1m_start": round(load_start, 2),
+            "load_avg_1m": round(os.getloadavg()[0], 2),
+            "python": platform.python_version(),
+            "torch": torch.__version__,
+        },
     }
 
 
 def print_table(body: dict) -> None:
     print()
-    print(f"{'tuning':<11} {'trainable':>11} {'ours tok/s':>11} {'raw tok/s':>10} {'ratio':>6} {'per CPU s: ours':>16} "
-          f"{'raw':>6} {'ratio':>6} {'GFLOP/tok':>9} {'GFLOP/s':>8} {'fraction':>8}")  # fmt: skip
+    print(
+        f"{'tuning':<11} {'trainable':>11} {'ours tok/s':>11} {'raw tok/s':>10} {'ratio':>6} {'per CPU s: ours':>16} "
+        f"{'raw':>6} {'ratio':>6} {'GFLOP/tok':>9} {'GFLOP/s':>8} {'fraction':>8}"
+    )
     for t, r in body["tunings"].items():
-        print(f"{t:<11} {r['trainable_params']:>11,} {r['ours_tok_s']:>11.1f} {r['raw_tok_s']:>10.1f} {r['ratio']:>6.3f} "
-              f"{r['ours_cpu_tok_s']:>16.1f} {r['raw_cpu_tok_s']:>6.1f} {r['ratio_cpu']:>6.3f} {r['gflop_per_token']:>9} "
-              f"{r['ours_gflops']:>8} {r['fraction']:>8}")  # fmt: skip
+        print(
+            f"{t:<11} {r['trainable_params']:>11,} {r['ours_tok_s']:>11.1f} {r['raw_tok_s']:>10.1f} {r['ratio']:>6.3f} "
+            f"{r['ours_cpu_tok_s']:>16.1f} {r['raw_cpu_tok_s']:>6.1f} {r['ratio_cpu']:>6.3f} {r['gflop_per_token']:>9} "
+            f"{r['ours_gflops']:>8} {r['fraction']:>8}"
+        )
     main_key, m = body["ratio_tuning"], body["machine"]
     for k in ("raw_float32_tok_s", "raw_bfloat16_tok_s", "raw_compile_tok_s"):
         if body.get(k) is not None:
             print(f"raw {main_key} {k[4:-6]}: {body[k]} tok/s")
     verdict = "ok" if body["ratio"] >= TARGET_RATIO else f"BELOW TARGET {TARGET_RATIO}"
-    print(f"ratio ({main_key}, {body['dtype']}) {body['ratio']} ({verdict}), per CPU second {body['ratio_cpu']}; "
-          f"{body['threads']} thread(s), load {m['load_avg_1m_start']} -> {m['load_avg_1m']}")  # fmt: skip
-    print(f"{body['dtype']}: {body['achieved_gflops']} GFLOP/s achieved of a {body['peak_gflops']} GFLOP/s peak: "
-          f"fraction {body['fraction']} (target {TARGET_FRACTION})")  # fmt: skip
+    print(
+        f"ratio ({main_key}, {body['dtype']}) {body['ratio']} ({verdict}), per CPU second {body['ratio_cpu']}; "
+        f"{body['threads']} thread(s), load {m['load_avg_1m_start']} -> {m['load_avg_1m']}"
+    )
+    print(
+        f"{body['dtype']}: {body['achieved_gflops']} GFLOP/s achieved of a {body['peak_gflops']} GFLOP/s peak: "
+        f"fraction {body['fraction']} (target {TARGET_FRACTION})"
+    )
 
 
 def main() -> None:

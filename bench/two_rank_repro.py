@@ -30,10 +30,18 @@ def repeat(index: int, busy: int) -> dict:
     start = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="two_rank_") as tmp:
         diff = differences(*side_by_side(Path(tmp), busy))
-    row = {"repeat": index, "differ": bool(diff["tensors"] or diff["metrics"]), "tensors_differ": len(diff["tensors"]),
-           "metrics_differ": [list(m) for m in diff["metrics"][:6]], "seconds": round(time.perf_counter() - start, 1)}  # fmt: skip
-    print(f"repeat {index}: {'DIFFER' if row['differ'] else 'identical'} ({row['tensors_differ']} tensors, "
-          f"{len(diff['metrics'])} metrics) in {row['seconds']} s", flush=True)  # fmt: skip
+    row = {
+        "repeat": index,
+        "differ": bool(diff["tensors"] or diff["metrics"]),
+        "tensors_differ": len(diff["tensors"]),
+        "metrics_differ": [list(m) for m in diff["metrics"][:6]],
+        "seconds": round(time.perf_counter() - start, 1),
+    }
+    print(
+        f"repeat {index}: {'DIFFER' if row['differ'] else 'identical'} ({row['tensors_differ']} tensors, "
+        f"{len(diff['metrics'])} metrics) in {row['seconds']} s",
+        flush=True,
+    )
     return row
 
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import random
 
+
 def model_path(name: str) -> str:
     from unified.models.resolve import resolve_model_path
 
@@ -43,11 +44,16 @@ def make_samples(prompts, group: int, response_tokens: int, vocab: int, seed: in
     for g, prompt in enumerate(prompts):
         for i in range(group):
             r = max(1, response_tokens - (i % 4) * max(1, response_tokens // 8))
-            samples.append(Sample(
-                prompt_token_ids=prompt, token_ids=tuple(rng.randrange(10, vocab - 10) for _ in range(r)),
-                logprobs=tuple(-rng.uniform(0.5, 4.0) for _ in range(r)), reward=float(i % 3 == 0),
-                group=f"s{seed}g{g}", version=0,
-            ))  # fmt: skip
+            samples.append(
+                Sample(
+                    prompt_token_ids=prompt,
+                    token_ids=tuple(rng.randrange(10, vocab - 10) for _ in range(r)),
+                    logprobs=tuple(-rng.uniform(0.5, 4.0) for _ in range(r)),
+                    reward=float(i % 3 == 0),
+                    group=f"s{seed}g{g}",
+                    version=0,
+                )
+            )
     return samples
 
 
@@ -62,10 +68,19 @@ class Ours:
         from unified.trainer.policy import build_policy
         from unified.trainer.tuning import TuningConfig
 
-        self.policy = build_policy(path, device=torch.device("cpu"), dtype=args.dtype,
-                                   tuning=TuningConfig(method=tuning, trainable_layers=args.top_layers))  # fmt: skip
-        self.cfg = AlgorithmConfig(lr=args.lr, micro_batch_size=args.micro_batch, accum_steps=args.accum,
-                                   update_steps=args.update_steps, max_staleness=10**9)  # fmt: skip
+        self.policy = build_policy(
+            path,
+            device=torch.device("cpu"),
+            dtype=args.dtype,
+            tuning=TuningConfig(method=tuning, trainable_layers=args.top_layers),
+        )
+        self.cfg = AlgorithmConfig(
+            lr=args.lr,
+            micro_batch_size=args.micro_batch,
+            accum_steps=args.accum,
+            update_steps=args.update_steps,
+            max_staleness=10**9,
+        )
         self.agg = build_aggregator(self.cfg, self.policy)
         self.pad_id = pad_id
         expected = None if args.dtype == "float32" else getattr(torch, args.dtype)
@@ -97,8 +112,9 @@ class Raw:
         self.model = model
         self.forward = torch.compile(model) if compile_ else model
         a = AlgorithmConfig(lr=args.lr)
-        self.opt = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=a.lr,
-                                     weight_decay=a.weight_decay, betas=a.betas)  # fmt: skip
+        self.opt = torch.optim.AdamW(
+            [p for p in model.parameters() if p.requires_grad], lr=a.lr, weight_decay=a.weight_decay, betas=a.betas
+        )
         self.autocast = None if dtype == "float32" else getattr(torch, dtype)
 
     def step(self, batches) -> None:
@@ -108,8 +124,13 @@ class Raw:
             r = mb.response_mask.shape[1]
             position_ids = (mb.attention_mask.cumsum(-1) - 1).clamp(min=0)
             with torch.autocast("cpu", dtype=self.autocast or torch.bfloat16, enabled=self.autocast is not None):
-                logits = self.forward(input_ids=mb.input_ids, attention_mask=mb.attention_mask,
-                                      position_ids=position_ids, logits_to_keep=r + 1, use_cache=False).logits  # fmt: skip
+                logits = self.forward(
+                    input_ids=mb.input_ids,
+                    attention_mask=mb.attention_mask,
+                    position_ids=position_ids,
+                    logits_to_keep=r + 1,
+                    use_cache=False,
+                ).logits
             logp = torch.log_softmax(logits[:, :-1].float(), -1).gather(-1, mb.input_ids[:, -r:, None]).squeeze(-1)
             ratio = torch.exp(logp - mb.old_log_probs)
             mask = mb.response_mask
@@ -132,10 +153,21 @@ def build_steps(args, path: str, tok, vocab: int, pad_id: int) -> list[dict]:
     steps = []
     for s in range(max(args.steps, args.warmup)):
         samples = make_samples(prompts[s * groups : (s + 1) * groups], args.group, args.response_tokens, vocab, seed=s)[:per_step]
-        adv = list(compute_advantages([x.reward for x in samples], response_mask_of(samples), [x.group for x in samples], AlgorithmConfig()))
-        batches = [collate(samples[j : j + args.micro_batch], adv[j : j + args.micro_batch], pad_id)
-                   for j in range(0, per_step, args.micro_batch)]  # fmt: skip
-        steps.append({"samples": samples, "batches": batches,
-                      "tokens": sum(int(mb.attention_mask.sum()) for mb in batches),
-                      "response_tokens": sum(int(mb.response_mask.sum()) for mb in batches)})  # fmt: skip
+        adv = list(
+            compute_advantages(
+                [x.reward for x in samples], response_mask_of(samples), [x.group for x in samples], AlgorithmConfig()
+            )
+        )
+        batches = [
+            collate(samples[j : j + args.micro_batch], adv[j : j + args.micro_batch], pad_id)
+            for j in range(0, per_step, args.micro_batch)
+        ]
+        steps.append(
+            {
+                "samples": samples,
+                "batches": batches,
+                "tokens": sum(int(mb.attention_mask.sum()) for mb in batches),
+                "response_tokens": sum(int(mb.response_mask.sum()) for mb in batches),
+            }
+        )
     return steps

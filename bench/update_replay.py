@@ -66,32 +66,59 @@ def round_samples(round_dir: Path, tokenizer) -> list[Sample]:
         if task is None:
             continue
         if r["task_id"] not in prompts:
-            text = tokenizer.apply_chat_template([{"role": "user", "content": task["prompt"]}], tokenize=False,
-                                                 add_generation_prompt=True)  # fmt: skip
+            text = tokenizer.apply_chat_template(
+                [{"role": "user", "content": task["prompt"]}], tokenize=False, add_generation_prompt=True
+            )
             prompts[r["task_id"]] = tuple(tokenizer(text, add_special_tokens=False)["input_ids"])
             groups[r["task_id"]] = len(groups)
         ids = tuple(tokenizer(r["completion"], add_special_tokens=False)["input_ids"])
-        samples.append(Sample(prompts[r["task_id"]], ids, (0.0,) * len(ids), float(r["reward"]), groups[r["task_id"]],
-                              0, r["kind"], constrained=r["kind"] in SELF_PLAY))  # fmt: skip
+        samples.append(
+            Sample(
+                prompts[r["task_id"]],
+                ids,
+                (0.0,) * len(ids),
+                float(r["reward"]),
+                groups[r["task_id"]],
+                0,
+                r["kind"],
+                constrained=r["kind"] in SELF_PLAY,
+            )
+        )
     return samples
 
 
 def run_arm(name: str, samples: list[Sample], pad_token_id: int) -> dict:
     arm = ARMS[name]
-    policy = build_policy(str(smollm2.model_dir()), device=init_distributed("cpu").device, dtype="auto",
-                          tuning=TuningConfig(method="top_layers", trainable_layers=4))  # fmt: skip
+    policy = build_policy(
+        str(smollm2.model_dir()),
+        device=init_distributed("cpu").device,
+        dtype="auto",
+        tuning=TuningConfig(method="top_layers", trainable_layers=4),
+    )
     if not arm["hold_frozen"]:
         release_frozen_weights(policy.module)
     # every answer counts as fresh: in the round, phase 5 generated each chunk at the version then current,
     # and none was dropped as stale; here all carry version 0, and the default staleness bound would drop some
-    cfg = replace(AlgorithmConfig(), share_prompts=arm["share_prompts"], logprobs_from_hidden=arm["logprobs_from_hidden"],
-                  reuse_frozen_prefix=arm["reuse_frozen_prefix"], max_staleness=1 << 30)  # fmt: skip
+    cfg = replace(
+        AlgorithmConfig(),
+        share_prompts=arm["share_prompts"],
+        logprobs_from_hidden=arm["logprobs_from_hidden"],
+        reuse_frozen_prefix=arm["reuse_frozen_prefix"],
+        max_staleness=1 << 30,
+    )
     aggregator = build_aggregator(cfg, policy)
     wall, cpu = time.perf_counter(), time.process_time()
     stats = train_on_samples(samples, aggregator, cfg, engine=None, temperature=0.8, pad_token_id=pad_token_id)
     wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
-    return {"wall_s": wall, "cpu_s": cpu, "steps": stats.steps, "tokens": stats.tokens, "used": stats.used,
-            "recomputed": stats.recomputed, "grad_norm": stats.grad_norm}  # fmt: skip
+    return {
+        "wall_s": wall,
+        "cpu_s": cpu,
+        "steps": stats.steps,
+        "tokens": stats.tokens,
+        "used": stats.used,
+        "recomputed": stats.recomputed,
+        "grad_norm": stats.grad_norm,
+    }
 
 
 def main() -> int:
@@ -121,18 +148,31 @@ def main() -> int:
             runs[a].append(run_arm(a, samples, pad))
             print(f"{a}: {runs[a][-1]['wall_s']:.1f} s wall, {runs[a][-1]['cpu_s']:.1f} CPU s", flush=True)
     med = {a: {k: statistics.median(r[k] for r in rs) for k in ("wall_s", "cpu_s")} for a, rs in runs.items()}
-    result = {"round_dir": str(args.round_dir), "samples": len(samples),
-              "answer_tokens": sum(len(s.token_ids) for s in samples), "median": med, "runs": runs,
-              "settings": {"arms": {a: ARMS[a] for a in arms}, "dtype": resolve_dtype("auto", "cpu"),
-                           "threads": torch.get_num_threads(), "cpu": platform.processor() or platform.machine(),
-                           "date": time.strftime("%Y-%m-%d %H:%M"), "repeats": args.repeats}}  # fmt: skip
+    result = {
+        "round_dir": str(args.round_dir),
+        "samples": len(samples),
+        "answer_tokens": sum(len(s.token_ids) for s in samples),
+        "median": med,
+        "runs": runs,
+        "settings": {
+            "arms": {a: ARMS[a] for a in arms},
+            "dtype": resolve_dtype("auto", "cpu"),
+            "threads": torch.get_num_threads(),
+            "cpu": platform.processor() or platform.machine(),
+            "date": time.strftime("%Y-%m-%d %H:%M"),
+            "repeats": args.repeats,
+        },
+    }
     if "before" in med and "now" in med:
         result["ratio"] = med["now"]["wall_s"] / med["before"]["wall_s"]
         result["ratio_cpu"] = med["now"]["cpu_s"] / med["before"]["cpu_s"]
     args.output.parent.mkdir(parents=True, exist_ok=True)
     write_json(args.output, result, indent=1)
-    print(" | ".join(f"{a} {m['wall_s']:.1f} s" for a, m in med.items())
-          + (f" | now/before {result['ratio']:.3f}" if "ratio" in result else "") + f" -> {args.output}")  # fmt: skip
+    print(
+        " | ".join(f"{a} {m['wall_s']:.1f} s" for a, m in med.items())
+        + (f" | now/before {result['ratio']:.3f}" if "ratio" in result else "")
+        + f" -> {args.output}"
+    )
     return 0
 
 

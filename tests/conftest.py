@@ -56,8 +56,15 @@ def _resident_vllm_engine():
         return existing
     init_distributed("cpu")  # the process group must exist before vLLM
     return build_engine(
-        "vllm_cpu", str(default_model_dir()), dtype="float32", max_model_len=1024, seed=0, kv_cache_gib=1,
-        retries=1, retry_backoff_s=0.1, allow_another=existing is not None,
+        "vllm_cpu",
+        str(default_model_dir()),
+        dtype="float32",
+        max_model_len=1024,
+        seed=0,
+        kv_cache_gib=1,
+        retries=1,
+        retry_backoff_s=0.1,
+        allow_another=existing is not None,
     )
 
 

@@ -23,6 +23,9 @@ def test_the_pattern_sees_machine_paths_and_leaves_relative_ones():
 def test_no_committed_doc_names_a_machine_path():
     files = subprocess.run(["git", "ls-files", "docs"], cwd=REPO, capture_output=True, text=True, check=True).stdout.split()
     assert files, "git ls-files found no docs: the check would pass on nothing"
-    found = {f: machine_paths((REPO / f).read_text(errors="replace"))[:3] for f in files
-             if f.endswith((".md", ".json", ".txt", ".csv"))}  # fmt: skip
+    found = {
+        f: machine_paths((REPO / f).read_text(errors="replace"))[:3]
+        for f in files
+        if f.endswith((".md", ".json", ".txt", ".csv"))
+    }
     assert not {f: p for f, p in found.items() if p}, "record a folder's name or a path inside the repo instead"

@@ -123,15 +123,20 @@ def layer_breaks(graph: dict[str, set[str]], layers=LAYERS) -> list[str]:
 
 def test_the_layer_checker_sees_an_upward_import(tmp_path):
     package = tmp_path / "unified"
-    for name, text in {"sandbox/a.py": "def f():\n    from unified.pipeline.b import g\n",
-                       "pipeline/b.py": "from unified.sandbox import a\ng = 1\n",
-                       "pipeline/__init__.py": "", "sandbox/__init__.py": "", "__init__.py": ""}.items():  # fmt: skip
+    for name, text in {
+        "sandbox/a.py": "def f():\n    from unified.pipeline.b import g\n",
+        "pipeline/b.py": "from unified.sandbox import a\ng = 1\n",
+        "pipeline/__init__.py": "",
+        "sandbox/__init__.py": "",
+        "__init__.py": "",
+    }.items():
         (package / name).parent.mkdir(parents=True, exist_ok=True)
         (package / name).write_text(text)
     graph = import_graph(package)
     assert layer_breaks(graph) == ["unified.sandbox.a -> unified.pipeline.b (sandbox may not import pipeline)"]
     assert layer_breaks({"unified.text.x": {"unified.sandbox.y"}}) == [
-        "unified.text.x -> unified.sandbox.y (text may not import sandbox)"]  # one layer: neither way
+        "unified.text.x -> unified.sandbox.y (text may not import sandbox)"
+    ]  # one layer: neither way
     assert layer_breaks({"unified.newfolder.x": set()})[0].startswith("unified.newfolder.x: folder 'newfolder' is in no layer")
 
 
@@ -144,14 +149,21 @@ def test_folders_import_only_their_own_and_lower_layers():
 
 # Modules a folder may not import although the layers would let it: the training folders
 # read no hidden test (measuring does: unified/eval/, unified/run/measure.py).
-FORBIDDEN = {"pipeline": ("unified.benchmarks.hidden",), "kinds": ("unified.benchmarks.hidden",),
-             "trainer": ("unified.benchmarks.hidden",)}  # fmt: skip
+FORBIDDEN = {
+    "pipeline": ("unified.benchmarks.hidden",),
+    "kinds": ("unified.benchmarks.hidden",),
+    "trainer": ("unified.benchmarks.hidden",),
+}
 
 
 def forbidden_imports(graph: dict[str, set[str]], rules=FORBIDDEN) -> list[str]:
     """Every import of a module that `rules` forbids to the importer's folder."""
-    return [f"{m} -> {d} ({folder(m)} may not import {d})" for m, deps in sorted(graph.items()) for d in sorted(deps)
-            if any(d == bad or d.startswith(bad + ".") for bad in rules.get(folder(m), ()))]  # fmt: skip
+    return [
+        f"{m} -> {d} ({folder(m)} may not import {d})"
+        for m, deps in sorted(graph.items())
+        for d in sorted(deps)
+        if any(d == bad or d.startswith(bad + ".") for bad in rules.get(folder(m), ()))
+    ]
 
 
 def test_training_folders_import_nothing_of_the_hidden_tests():
@@ -161,23 +173,29 @@ def test_training_folders_import_nothing_of_the_hidden_tests():
 def test_the_rule_sees_a_planted_hidden_import(tmp_path):
     """A function-level import in pipeline/ or a relative one in kinds/ is caught; eval/ may import it."""
     package = tmp_path / "unified"
-    for name, text in {"pipeline/a.py": "def f():\n    from unified.benchmarks.hidden import passes_hidden\n",
-                       "kinds/b.py": "from ..benchmarks import hidden\n", "eval/c.py": "import unified.benchmarks.hidden\n",
-                       "benchmarks/hidden.py": "def passes_hidden():\n    pass\n", "benchmarks/__init__.py": "",
-                       "pipeline/__init__.py": "", "kinds/__init__.py": "", "eval/__init__.py": "",
-                       "__init__.py": ""}.items():  # fmt: skip
+    for name, text in {
+        "pipeline/a.py": "def f():\n    from unified.benchmarks.hidden import passes_hidden\n",
+        "kinds/b.py": "from ..benchmarks import hidden\n",
+        "eval/c.py": "import unified.benchmarks.hidden\n",
+        "benchmarks/hidden.py": "def passes_hidden():\n    pass\n",
+        "benchmarks/__init__.py": "",
+        "pipeline/__init__.py": "",
+        "kinds/__init__.py": "",
+        "eval/__init__.py": "",
+        "__init__.py": "",
+    }.items():
         (package / name).parent.mkdir(parents=True, exist_ok=True)
         (package / name).write_text(text)
     assert forbidden_imports(import_graph(package)) == [
         "unified.kinds.b -> unified.benchmarks.hidden (kinds may not import unified.benchmarks.hidden)",
-        "unified.pipeline.a -> unified.benchmarks.hidden (pipeline may not import unified.benchmarks.hidden)"]
+        "unified.pipeline.a -> unified.benchmarks.hidden (pipeline may not import unified.benchmarks.hidden)",
+    ]
 
 
 def test_trainer_and_pipeline_import_nothing_of_each_other():
     """What unified/types.py promises: the two meet only in folders above both."""
     graph = import_graph()
-    crossing = [f"{m} -> {d}" for m, deps in graph.items() for d in deps
-                if {folder(m), folder(d)} == {"trainer", "pipeline"}]  # fmt: skip
+    crossing = [f"{m} -> {d}" for m, deps in graph.items() for d in deps if {folder(m), folder(d)} == {"trainer", "pipeline"}]
     assert crossing == []
 
 
@@ -187,9 +205,11 @@ def test_the_trainer_loads_nothing_of_the_pipeline_sandbox_kinds_or_benchmarks()
     import subprocess
     import sys
 
-    code = ("import sys, unified.trainer.update, unified.trainer.aggregator, unified.trainer.losses\n"
-            "print(sorted(m for m in sys.modules if m.split('.')[:2][-1] in ('pipeline', 'sandbox', 'kinds', 'benchmarks')"
-            " and m.startswith('unified.')))")  # fmt: skip
+    code = (
+        "import sys, unified.trainer.update, unified.trainer.aggregator, unified.trainer.losses\n"
+        "print(sorted(m for m in sys.modules if m.split('.')[:2][-1] in ('pipeline', 'sandbox', 'kinds', 'benchmarks')"
+        " and m.startswith('unified.')))"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=PACKAGE.parent, timeout=300)
     assert out.returncode == 0, out.stderr[-2000:]
     assert out.stdout.strip() == "[]", out.stdout
@@ -206,12 +226,22 @@ def kind_names_outside_kinds(package: Path = PACKAGE) -> list[str]:
         if path.relative_to(package).parts[0] == "kinds":
             continue
         tree = ast.parse(path.read_text(encoding="utf-8"))
-        docs = {id(n.body[0].value) for n in ast.walk(tree)
-                if isinstance(n, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)) and n.body
-                and isinstance(n.body[0], ast.Expr) and isinstance(n.body[0].value, ast.Constant)}  # fmt: skip
-        found += [f"{path.relative_to(package)}:{n.lineno} {n.value!r}" for n in ast.walk(tree)
-                  if isinstance(n, ast.Constant) and isinstance(n.value, str) and id(n) not in docs
-                  and n.value.partition(":")[0] in KINDS]  # fmt: skip
+        docs = {
+            id(n.body[0].value)
+            for n in ast.walk(tree)
+            if isinstance(n, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))
+            and n.body
+            and isinstance(n.body[0], ast.Expr)
+            and isinstance(n.body[0].value, ast.Constant)
+        }
+        found += [
+            f"{path.relative_to(package)}:{n.lineno} {n.value!r}"
+            for n in ast.walk(tree)
+            if isinstance(n, ast.Constant)
+            and isinstance(n.value, str)
+            and id(n) not in docs
+            and n.value.partition(":")[0] in KINDS
+        ]
     return found
 
 

@@ -55,6 +55,8 @@ def test_readme_is_short_and_its_figures_come_from_json():
 
 def test_a_typed_figure_is_caught(tmp_path):
     (tmp_path / "r.json").write_text(json.dumps({"gain": 0.077, "p": [0.0063]}))
-    text = ("The mix gained 0.077 (`r.json`: r.json), p 0.0063.\n\nIt was 0.19 somewhere.\n\n"
-            "Code `0.5` is no figure.\n\n<!-- headline -->\n| 0.3 |\n<!-- /headline -->\n")
+    text = (
+        "The mix gained 0.077 (`r.json`: r.json), p 0.0063.\n\nIt was 0.19 somewhere.\n\n"
+        "Code `0.5` is no figure.\n\n<!-- headline -->\n| 0.3 |\n<!-- /headline -->\n"
+    )
     assert unchecked(text, tmp_path) == ["'0.19' in: It was 0.19 somewhere...."]

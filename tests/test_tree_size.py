@@ -17,6 +17,8 @@ def test_the_tracked_tree_leaves_room_for_the_wheels():
     assert len(sizes) > 100, "git ls-files listed almost nothing: the check would pass on nothing"
     total = sum(sizes.values())
     biggest = sorted(sizes, key=sizes.get, reverse=True)[:3]
-    assert total + WHEELS <= CARRY, (f"the tracked tree is {total / 2**20:.1f} MiB: with the wheels it no longer fits "
-                                     f"one device call ({CARRY // 2**20} MiB); the largest files: {biggest}. Retire "
-                                     "superseded weights (git rm; note `model_path_retired` in their JSON)")
+    assert total + WHEELS <= CARRY, (
+        f"the tracked tree is {total / 2**20:.1f} MiB: with the wheels it no longer fits "
+        f"one device call ({CARRY // 2**20} MiB); the largest files: {biggest}. Retire "
+        "superseded weights (git rm; note `model_path_retired` in their JSON)"
+    )

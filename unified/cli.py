@@ -1,7 +1,7 @@
 """Command line: convenience flags that map onto Hydra keys, plus free `key=value` overrides.
 
-    python train_unified.py --benchmark mbpp --problems 4 --rounds 2 algorithm.lr=1e-5
-    python train_unified.py --cfg job          # print the resolved config and exit
+python train_unified.py --benchmark mbpp --problems 4 --rounds 2 algorithm.lr=1e-5
+python train_unified.py --cfg job          # print the resolved config and exit
 """
 
 from __future__ import annotations
@@ -38,8 +38,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--gpu", help="GPU ids, e.g. 0,1,2,3 (sets CUDA_VISIBLE_DEVICES)")
     p.add_argument("--output-dir", help="where logs, data and checkpoints go (default logs/<run_name>)")
     p.add_argument("--cfg", choices=["job", "all"], help="print the resolved config and exit")
-    p.add_argument("-v", "--verbose", action="store_true", default=None,
-                   help="keep vLLM/torch/transformers start-up warnings (trainer.verbose=true)")  # fmt: skip
+    p.add_argument(
+        "-v",
+        "--verbose",
+        action="store_true",
+        default=None,
+        help="keep vLLM/torch/transformers start-up warnings (trainer.verbose=true)",
+    )
     p.add_argument("overrides", nargs="*", metavar="KEY=VALUE", help="Hydra overrides")
     return p
 

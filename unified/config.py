@@ -138,6 +138,7 @@ def typed(cfg: DictConfig) -> TrainConfig:
 
 def _added_keys(cfg: DictConfig) -> list[str]:
     """Keys of the root or of a group that its schema class does not declare."""
+
     def extra(node, prefix: str) -> list[str]:
         declared = {f.name for f in dataclasses.fields(OmegaConf.get_type(node))}
         return [f"{prefix}{k}" for k in sorted(set(node) - declared)]
@@ -160,7 +161,9 @@ def validate(cfg: DictConfig) -> TrainConfig:
     path = run_cfg.model.path
     if path is not None:
         if looks_local(path) and not Path(str(path)).expanduser().exists():
-            raise UserError(f"model path {path!r} does not exist: give a local model directory or a Hugging Face model id (model.path=...)")
+            raise UserError(
+                f"model path {path!r} does not exist: give a local model directory or a Hugging Face model id (model.path=...)"
+            )
     _check_shapes(run_cfg)
     check_writable(Path(run_cfg.output_dir))
     return run_cfg
@@ -171,8 +174,10 @@ def _check_shapes(cfg: TrainConfig) -> None:
     p = cfg.pipeline
     shaped = [k for k in p.constrain if k in p.kinds or (k == "inputs" and p.needs_triples)]
     if cfg.rollout.backend == "hf" and shaped:
-        raise UserError(f"rollout=hf cannot decode answers in a shape (pipeline.constrain={list(p.constrain)}): "
-                        "use rollout=vllm_cpu or rollout=vllm, or set pipeline.constrain=[]")  # fmt: skip
+        raise UserError(
+            f"rollout=hf cannot decode answers in a shape (pipeline.constrain={list(p.constrain)}): "
+            "use rollout=vllm_cpu or rollout=vllm, or set pipeline.constrain=[]"
+        )
 
 
 def check_machine(cfg: TrainConfig, model_dir: str) -> None:
@@ -186,7 +191,9 @@ def check_machine(cfg: TrainConfig, model_dir: str) -> None:
     if t.gpus is not None and not has_cuda:
         raise UserError(f"--gpu / trainer.gpus={t.gpus}: no CUDA GPU is visible on this machine: leave it out to run on the CPU")
     if t.device == "cuda" and not has_cuda:
-        raise UserError("trainer.device=cuda but no CUDA GPU is visible on this machine: use trainer.device=auto or trainer.device=cpu")
+        raise UserError(
+            "trainer.device=cuda but no CUDA GPU is visible on this machine: use trainer.device=auto or trainer.device=cpu"
+        )
     backend = rollout.backend
     if backend == "vllm" and not has_cuda:
         raise UserError("rollout=vllm needs a CUDA GPU: on this machine use rollout=vllm_cpu (the default) or rollout=hf")
@@ -194,14 +201,21 @@ def check_machine(cfg: TrainConfig, model_dir: str) -> None:
         raise UserError(f"rollout={backend} needs the vllm package, which is not installed: run make install, or use rollout=hf")
     limit = model_positions(model_dir)
     if backend in ("vllm", "vllm_cpu") and limit is not None and rollout.max_model_len > limit:
-        raise UserError(f"rollout.max_model_len={rollout.max_model_len} does not fit the model, which has {limit} positions "
-                        f"(max_position_embeddings): set rollout.max_model_len={limit} or less")  # fmt: skip
-    budgets = {"rollout.max_tokens": rollout.max_tokens, "pipeline.program_max_tokens": cfg.pipeline.program_max_tokens,
-               "pipeline.input_max_tokens": cfg.pipeline.input_max_tokens}  # fmt: skip
+        raise UserError(
+            f"rollout.max_model_len={rollout.max_model_len} does not fit the model, which has {limit} positions "
+            f"(max_position_embeddings): set rollout.max_model_len={limit} or less"
+        )
+    budgets = {
+        "rollout.max_tokens": rollout.max_tokens,
+        "pipeline.program_max_tokens": cfg.pipeline.program_max_tokens,
+        "pipeline.input_max_tokens": cfg.pipeline.input_max_tokens,
+    }
     for key, value in budgets.items():
         if value >= rollout.max_model_len:
-            raise UserError(f"{key}={value} leaves no room for the prompt in rollout.max_model_len={rollout.max_model_len}: "
-                            f"lower {key} or raise rollout.max_model_len")  # fmt: skip
+            raise UserError(
+                f"{key}={value} leaves no room for the prompt in rollout.max_model_len={rollout.max_model_len}: "
+                f"lower {key} or raise rollout.max_model_len"
+            )
 
 
 def model_positions(model_dir: str) -> int | None:
@@ -224,7 +238,9 @@ def check_writable(path: Path) -> None:
         probe.write_text("ok")
         probe.unlink()
     except OSError as exc:
-        raise UserError(f"output directory {str(path)!r} is not writable ({exc.strerror}): choose another with --output-dir DIR") from None
+        raise UserError(
+            f"output directory {str(path)!r} is not writable ({exc.strerror}): choose another with --output-dir DIR"
+        ) from None
     finally:
         for folder in created:  # deepest first
             try:

@@ -29,8 +29,14 @@ def cpu_info(cpuinfo: str | None = None) -> dict:
         key, _, value = line.partition(":")
         fields.setdefault(key.strip(), value.strip())
     model, flags = fields.get("model name", platform.processor() or "unknown"), set(fields.get("flags", "").split())
-    return {"model": model, "kind": cpu_kind(model, "amx_bf16" in flags), "avx512_bf16": "avx512_bf16" in flags,
-            "amx_bf16": "amx_bf16" in flags, "cores": os.cpu_count(), "arch": platform.machine()}  # fmt: skip
+    return {
+        "model": model,
+        "kind": cpu_kind(model, "amx_bf16" in flags),
+        "avx512_bf16": "avx512_bf16" in flags,
+        "amx_bf16": "amx_bf16" in flags,
+        "cores": os.cpu_count(),
+        "arch": platform.machine(),
+    }
 
 
 def cpu_kind(model: str, amx: bool) -> str:
@@ -46,8 +52,9 @@ def git_commit(repo: Path = REPO) -> str | None:
     """HEAD's hash, with "+dirty" when tracked files differ from it; None outside a checkout."""
     try:
         head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=repo, capture_output=True, text=True, check=True).stdout.strip()
-        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=repo, capture_output=True,
-                               text=True, check=True).stdout.strip()  # fmt: skip
+        dirty = subprocess.run(
+            ["git", "status", "--porcelain", "--untracked-files=no"], cwd=repo, capture_output=True, text=True, check=True
+        ).stdout.strip()
     except (OSError, subprocess.CalledProcessError):
         return None
     return head + ("+dirty" if dirty else "")

@@ -40,4 +40,3 @@ def quiet_console(verbose: bool = False) -> None:
     warnings.filterwarnings("ignore", category=UserWarning, module=r"(torch|vllm|transformers|triton)(\.|$)")
     # printed by vllm.triton_utils while it is being imported, before VLLM_LOGGING_LEVEL applies
     logging.getLogger("vllm.triton_utils.importing").setLevel(logging.ERROR)
-

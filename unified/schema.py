@@ -105,10 +105,17 @@ def derive(cfg: TrainConfig) -> dict:
     output_dir = cfg.output_dir if cfg.output_dir is not None else f"logs/{run_name}"
     rollout = _fill(rollout, max_tokens=model.max_new_tokens)
     kinds = pipeline.kinds if pipeline.kinds is not None else tuple(task_kinds_for(model.path, rollout.backend))
-    pipeline = _fill(pipeline, num_programs=rollout.n, program_temperature=rollout.temperature,  # the group size: rollout.n
-                     program_max_tokens=model.max_new_tokens, input_max_tokens=model.max_new_tokens,
-                     seed_programs=seed_programs_for(model.path), kinds=kinds, mix=tuple(task_mix_for(model.path, kinds)),
-                     constrain=tuple(constrain_for(rollout.backend)))  # fmt: skip
+    pipeline = _fill(
+        pipeline,
+        num_programs=rollout.n,
+        program_temperature=rollout.temperature,  # the group size: rollout.n
+        program_max_tokens=model.max_new_tokens,
+        input_max_tokens=model.max_new_tokens,
+        seed_programs=seed_programs_for(model.path),
+        kinds=kinds,
+        mix=tuple(task_mix_for(model.path, kinds)),
+        constrain=tuple(constrain_for(rollout.backend)),
+    )
     return {"run_name": run_name, "output_dir": output_dir, "rollout": rollout, "pipeline": pipeline}
 
 

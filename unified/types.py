@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+
 @dataclass(frozen=True)
 class TestCase:
     """One call of the entry point: positional arguments and the expected return value."""

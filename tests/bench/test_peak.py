@@ -12,8 +12,16 @@ import torch
 from bench import peak
 from unified.models import flops as model_flops
 
-SMOLLM2 = {"hidden_size": 576, "intermediate_size": 1536, "num_attention_heads": 9, "num_key_value_heads": 3,
-           "head_dim": 64, "num_hidden_layers": 30, "vocab_size": 49152, "tie_word_embeddings": True}  # fmt: skip
+SMOLLM2 = {
+    "hidden_size": 576,
+    "intermediate_size": 1536,
+    "num_attention_heads": 9,
+    "num_key_value_heads": 3,
+    "head_dim": 64,
+    "num_hidden_layers": 30,
+    "vocab_size": 49152,
+    "tie_word_embeddings": True,
+}
 
 
 def test_smollm2_flops_per_token_are_the_issues_figures():
@@ -66,11 +74,18 @@ def test_peak_moves_to_a_child_when_this_process_cannot_change_its_threads(monke
 
 
 def test_fraction_fields_divide_by_the_same_runs_peak():
-    peaks = [{"dtype": "bfloat16", "threads": 2, "peak_gflops": 400.0, "runs": [390.0, 400.0, 410.0]},
-             {"dtype": "bfloat16", "threads": 2, "peak_gflops": 300.0, "runs": [300.0, 300.0, 310.0]}]  # fmt: skip
+    peaks = [
+        {"dtype": "bfloat16", "threads": 2, "peak_gflops": 400.0, "runs": [390.0, 400.0, 410.0]},
+        {"dtype": "bfloat16", "threads": 2, "peak_gflops": 300.0, "runs": [300.0, 300.0, 310.0]},
+    ]
     combined = peak.combined(peaks)
     assert combined["peak_gflops"] == 350.0 and combined["before_after"] == [400.0, 300.0]
     fields = peak.fraction_fields(175.0, combined, gflop_per_token=0.27)
     assert {k: fields[k] for k in ("dtype", "threads", "peak_gflops", "achieved_gflops", "fraction")} == {
-        "dtype": "bfloat16", "threads": 2, "peak_gflops": 350.0, "achieved_gflops": 175.0, "fraction": 0.5}
+        "dtype": "bfloat16",
+        "threads": 2,
+        "peak_gflops": 350.0,
+        "achieved_gflops": 175.0,
+        "fraction": 0.5,
+    }
     assert fields["gflop_per_token"] == 0.27

@@ -2,15 +2,26 @@
 the evaluation row beside it), phases 2-4 summed, a key the older commit never wrote left
 empty rather than guessed, and the after/before ratios."""
 
-
 import pytest
 
 from bench import round_split
 
-ROW = {"time/round": 300.0, "time/phase_1": 200.0, "time/phase_2": 5.0, "time/phase_3": 1.0, "time/phase_4": 0.5,
-       "time/phase_5_generate": 0.0, "time/phase_5_score": 10.0, "time/phase_5_train": 80.0, "time/push": 0.4,
-       "compute/evaluation_s": 20.0, "compute/generation_tokens": 1000.0, "compute/update_tokens": 400.0,
-       "train/steps": 13, "executor/calls": 2900}  # fmt: skip
+ROW = {
+    "time/round": 300.0,
+    "time/phase_1": 200.0,
+    "time/phase_2": 5.0,
+    "time/phase_3": 1.0,
+    "time/phase_4": 0.5,
+    "time/phase_5_generate": 0.0,
+    "time/phase_5_score": 10.0,
+    "time/phase_5_train": 80.0,
+    "time/push": 0.4,
+    "compute/evaluation_s": 20.0,
+    "compute/generation_tokens": 1000.0,
+    "compute/update_tokens": 400.0,
+    "train/steps": 13,
+    "executor/calls": 2900,
+}
 
 
 def test_the_split_is_the_rounds_row_with_phases_2_to_4_summed():

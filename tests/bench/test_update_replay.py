@@ -40,8 +40,11 @@ def test_samples_are_rebuilt_per_kept_task(tmp_path):
     tok = AutoTokenizer.from_pretrained(str(default_model_dir()))
     samples = ur.round_samples(_round(tmp_path), tok)
     assert [(s.kind, s.group, s.reward, s.constrained) for s in samples] == [
-        ("solve", 0, 1.0, False), ("deduction", 1, 0.0, True), ("solve", 0, 0.0, False), ("deduction", 1, 1.0, True),
-    ]  # fmt: skip
+        ("solve", 0, 1.0, False),
+        ("deduction", 1, 0.0, True),
+        ("solve", 0, 0.0, False),
+        ("deduction", 1, 1.0, True),
+    ]
     text = tok.apply_chat_template([{"role": "user", "content": "Write add(a, b)."}], tokenize=False, add_generation_prompt=True)
     assert samples[0].prompt_token_ids == tuple(tok(text, add_special_tokens=False)["input_ids"])
     assert samples[0].prompt_token_ids == samples[2].prompt_token_ids != samples[1].prompt_token_ids

@@ -103,8 +103,11 @@ def test_every_mbpp_canonical_solution_matches_its_assertions(executor):
     checked = 0
     for before, after in zip(problems, filled):
         if before.problem_id in RETURNS_NON_LITERALS:  # match objects: kept as `is not None`, as EvalPlus does
-            truth = {repr(calls_of(line, before.entry_point)[0]): not line.startswith("assert not")
-                     for line in rows[before.problem_id]["assertion"].splitlines() if line.startswith("assert")}  # fmt: skip
+            truth = {
+                repr(calls_of(line, before.entry_point)[0]): not line.startswith("assert not")
+                for line in rows[before.problem_id]["assertion"].splitlines()
+                if line.startswith("assert")
+            }
             assert [c.expected for c in after.visible] == [truth[repr(c.args)] for c in after.visible]
             continue
         assert len(after.visible) == len(before.visible), f"{before.problem_id}: canonical solution failed on a base input"
@@ -146,10 +149,14 @@ def test_humaneval_canonical_solutions_pass_their_recorded_cases(executor):
 
 def test_user_jsonl_and_parquet_files(tmp_path):
     rows = [
-        {"task_id": "my/1", "prompt": "Add one.", "entry_point": "inc",
-         "visible": [{"args": [1], "expected": 2}], "hidden": [{"args": [5], "expected": 6}]},
-        {"task_id": "my/2", "prompt": "Double.", "entry_point": "dbl",
-         "visible": [{"args": [2], "expected": 4}], "hidden": []},
+        {
+            "task_id": "my/1",
+            "prompt": "Add one.",
+            "entry_point": "inc",
+            "visible": [{"args": [1], "expected": 2}],
+            "hidden": [{"args": [5], "expected": 6}],
+        },
+        {"task_id": "my/2", "prompt": "Double.", "entry_point": "dbl", "visible": [{"args": [2], "expected": 4}], "hidden": []},
     ]
     jsonl = tmp_path / "mine.jsonl"
     jsonl.write_text("\n".join(json.dumps(r) for r in rows))
@@ -180,13 +187,25 @@ def test_a_builtin_benchmark_is_one_module_and_one_registry_entry(monkeypatch):
 
     from unified.benchmarks import load as benchmarks
 
-    rows = [{"task_id": f"Toy/{i}", "prompt": f"add {i}", "entry_point": "f", "toy_cases": [[1], [2]],
-             "canonical_solution": f"def f(x):\n    return x + {i}\n"} for i in range(3)]  # fmt: skip
+    rows = [
+        {
+            "task_id": f"Toy/{i}",
+            "prompt": f"add {i}",
+            "entry_point": "f",
+            "toy_cases": [[1], [2]],
+            "canonical_solution": f"def f(x):\n    return x + {i}\n",
+        }
+        for i in range(3)
+    ]
     toy = types.SimpleNamespace(
-        NAME="toy", ID_PREFIX="Toy/", rows=lambda: rows, matches=lambda row: "toy_cases" in row,
+        NAME="toy",
+        ID_PREFIX="Toy/",
+        rows=lambda: rows,
+        matches=lambda row: "toy_cases" in row,
         problem=lambda row, benchmark: benchmarks._generic_problem(
-            {**row, "hidden": [{"args": a} for a in row["toy_cases"]]}, benchmark),
-    )  # fmt: skip
+            {**row, "hidden": [{"args": a} for a in row["toy_cases"]]}, benchmark
+        ),
+    )
     monkeypatch.setitem(benchmarks.BUILTIN, "toy", toy)
     problems = load_problems("toy", count=2)
     assert [p.problem_id for p in problems] == ["Toy/0", "Toy/1"]

@@ -42,8 +42,29 @@ def test_the_splits_are_disjoint_and_cover_mbpp_less_the_removed_tasks():
 def test_the_removed_tasks_are_evalplus_v02s_21_and_filtered_after_the_order():
     """EvalPlus v0.2 (378 tasks) removed these 21 from v0.1 (399, bundled); the filter comes
     after the seeded order, so the unfiltered lists are the ones results took their first N from."""
-    assert sorted(int(i.split("/")[1]) for i in REMOVED_IN_V02) == [83, 115, 117, 143, 164, 229, 249, 295, 396, 400, 407,
-                                                                     431, 438, 442, 461, 574, 582, 595, 640, 746, 783]  # fmt: skip
+    assert sorted(int(i.split("/")[1]) for i in REMOVED_IN_V02) == [
+        83,
+        115,
+        117,
+        143,
+        164,
+        229,
+        249,
+        295,
+        396,
+        400,
+        407,
+        431,
+        438,
+        442,
+        461,
+        574,
+        582,
+        595,
+        640,
+        746,
+        783,
+    ]
     for split in ("tune", "report", "confirm"):
         full = split_ids(split, keep_removed=True)
         assert split_ids(split) == [i for i in full if i not in REMOVED_IN_V02]

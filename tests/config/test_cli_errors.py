@@ -33,10 +33,15 @@ CASES = {
     "value of the wrong type": (["trainer.rounds=two"], "trainer.rounds='two' is not valid"),
     "a key added with +": (["+trainer.roundz=1"], "unknown config key 'trainer.roundz'"),
     "a schema check": (["tuning.method=qlora"], "tuning.method must be one of"),
-    "answer shapes on hf": (["model=tiny", "rollout=hf", "pipeline.constrain=[deduction]"], "rollout=hf cannot decode answers in a shape"),
+    "answer shapes on hf": (
+        ["model=tiny", "rollout=hf", "pipeline.constrain=[deduction]"],
+        "rollout=hf cannot decode answers in a shape",
+    ),
     "a malformed mix": (["pipeline.mix=[solve]"], "mix entries are kind:share"),
-    "a visible filter under agreement": (["pipeline.solve_source=agreement", "pipeline.keep_passing_visible=true"],
-                                         "keep_passing_visible=true drops the programs that fail one"),
+    "a visible filter under agreement": (
+        ["pipeline.solve_source=agreement", "pipeline.keep_passing_visible=true"],
+        "keep_passing_visible=true drops the programs that fail one",
+    ),
 }
 
 # Checked against this machine and the model after the config composes (the tiny model: fast).
@@ -119,7 +124,17 @@ def test_no_traceback_from_the_real_command_line():
 def test_help_lists_the_flags():
     proc = subprocess.run([sys.executable, "train_unified.py", "--help"], cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0
-    for flag in ("--benchmark", "--problems", "--problem-id", "--rounds", "--save-every", "--resume", "--gpu", "--output-dir", "--cfg"):
+    for flag in (
+        "--benchmark",
+        "--problems",
+        "--problem-id",
+        "--rounds",
+        "--save-every",
+        "--resume",
+        "--gpu",
+        "--output-dir",
+        "--cfg",
+    ):
         assert flag in proc.stdout
 
 

@@ -57,9 +57,25 @@ def test_experiments_compose(option, tmp_path):
 
 def test_flags_map_onto_hydra_keys(tmp_path):
     _, overrides = parse_args(
-        ["--benchmark", "humaneval", "--problems", "3", "--rounds", "5", "--save-every", "2",
-         "--problem-id", "HumanEval/1", "--problem-id", "HumanEval/7", "--output-dir", str(tmp_path),
-         "--gpu", "0,1", "algorithm.lr=0.001"]
+        [
+            "--benchmark",
+            "humaneval",
+            "--problems",
+            "3",
+            "--rounds",
+            "5",
+            "--save-every",
+            "2",
+            "--problem-id",
+            "HumanEval/1",
+            "--problem-id",
+            "HumanEval/7",
+            "--output-dir",
+            str(tmp_path),
+            "--gpu",
+            "0,1",
+            "algorithm.lr=0.001",
+        ]
     )
     cfg = compose_config(overrides)
     assert cfg.benchmark.name == "humaneval"

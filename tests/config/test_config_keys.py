@@ -65,7 +65,7 @@ VALUES = {
     "trainer.rounds": "3", "trainer.save_every": "2", "trainer.keep_checkpoints": "1", "trainer.resume": "auto",
     "trainer.eval_every": "2", "trainer.device": "cpu", "trainer.gpus": "'0'", "trainer.deterministic": "true",
     "trainer.log_samples": "1", "trainer.verbose": "true", "trainer.update_weights": "false", "trainer.pass_at_k": "[1,2]",
-}  # fmt: skip
+}  # fmt: skip  # table: one config group's keys a line or two
 # what this machine may refuse, with the line it must say
 MACHINE_REFUSALS = {"trainer.gpus": "no CUDA GPU is visible"}
 
@@ -104,8 +104,11 @@ def small(tmp_path_factory) -> dict:
     for name in ("source", "other_source"):
         (folder / f"{name}.jsonl").write_text("".join(rows))
     base = [*BASE, f"benchmark.source={folder / 'source.jsonl'}", f"output_dir={folder / 'out'}"]
-    return {"base": base, "other_source": str(folder / "other_source.jsonl"),
-            "default": OmegaConf.create(to_yaml(typed(compose_config(base))))}  # the printed default: derived keys filled  # fmt: skip
+    return {
+        "base": base,
+        "other_source": str(folder / "other_source.jsonl"),
+        "default": OmegaConf.create(to_yaml(typed(compose_config(base)))),
+    }  # the printed default: derived keys filled
 
 
 @pytest.mark.parametrize("key", list(VALUES))
@@ -157,13 +160,19 @@ def test_renamed_keys_are_refused_with_the_new_name(old, capsys):
 
 def test_invalid_values_are_one_line_at_start_up(small):
     cases = {
-        "algorithm.adv_estimator=nope": "not known to verl", "algorithm.policy_loss=nope": "not known to verl",
-        "algorithm.loss_agg_mode=nope": "not known to verl", "algorithm.kl_loss_type=nope": "not known to verl",
-        "model.dtype=float64": "model.dtype must be one of", "trainer.device=tpu": "trainer.device must be one of",
-        "rollout.backend=warp": "rollout.backend must be one of", "rollout.top_p=1.5": "rollout.top_p must be in (0, 1]",
-        "rollout.n=0": "rollout.n must be >= 1", "trainer.pass_at_k=[0]": "trainer.pass_at_k must be",
-        "algorithm.lr=-1": "algorithm.lr must be >= 0", "trainer.eval_every=-1": "trainer.eval_every must be >= 0",
-    }  # fmt: skip
+        "algorithm.adv_estimator=nope": "not known to verl",
+        "algorithm.policy_loss=nope": "not known to verl",
+        "algorithm.loss_agg_mode=nope": "not known to verl",
+        "algorithm.kl_loss_type=nope": "not known to verl",
+        "model.dtype=float64": "model.dtype must be one of",
+        "trainer.device=tpu": "trainer.device must be one of",
+        "rollout.backend=warp": "rollout.backend must be one of",
+        "rollout.top_p=1.5": "rollout.top_p must be in (0, 1]",
+        "rollout.n=0": "rollout.n must be >= 1",
+        "trainer.pass_at_k=[0]": "trainer.pass_at_k must be",
+        "algorithm.lr=-1": "algorithm.lr must be >= 0",
+        "trainer.eval_every=-1": "trainer.eval_every must be >= 0",
+    }
     for override, expected in cases.items():
         with pytest.raises(UserError, match=re.escape(expected)):
             _start_up([*small["base"], override])

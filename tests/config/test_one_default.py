@@ -20,17 +20,31 @@ from unified.schema import RolloutConfig, TrainConfig, TrainerConfig
 
 # key -> the value it follows (schema.derive): the group size has ONE source, rollout.n; phase 1's
 # programs per problem (pipeline.num_programs) follow it
-DERIVED = {"pipeline": {"program_max_tokens", "input_max_tokens", "seed_programs", "kinds", "mix", "constrain",
-                        "num_programs", "program_temperature"},
-           "rollout": {"max_tokens"}, "trainer": set()}  # fmt: skip
+DERIVED = {
+    "pipeline": {
+        "program_max_tokens",
+        "input_max_tokens",
+        "seed_programs",
+        "kinds",
+        "mix",
+        "constrain",
+        "num_programs",
+        "program_temperature",
+    },
+    "rollout": {"max_tokens"},
+    "trainer": set(),
+}
 CLASSES = {"pipeline": PipelineConfig, "rollout": RolloutConfig, "trainer": TrainerConfig}
 
 
 def drift(run, cls, skip: set[str]) -> list[str]:
     """Keys where the class default is not what the run got."""
     default = cls()
-    return [f"{f.name}: run {getattr(run, f.name)!r}, class {getattr(default, f.name)!r}" for f in fields(cls)
-            if f.name not in skip and getattr(run, f.name) != getattr(default, f.name)]  # fmt: skip
+    return [
+        f"{f.name}: run {getattr(run, f.name)!r}, class {getattr(default, f.name)!r}"
+        for f in fields(cls)
+        if f.name not in skip and getattr(run, f.name) != getattr(default, f.name)
+    ]
 
 
 def class_defaults(cls, keys) -> dict:
@@ -54,7 +68,9 @@ def every_key(cfg) -> dict:
     out = {}
     for f in fields(cfg):
         value = getattr(cfg, f.name)
-        out.update({f"{f.name}.{g.name}": getattr(value, g.name) for g in fields(value)} if is_dataclass(value) else {f.name: value})
+        out.update(
+            {f"{f.name}.{g.name}": getattr(value, g.name) for g in fields(value)} if is_dataclass(value) else {f.name: value}
+        )
     return out
 
 
@@ -126,7 +142,9 @@ def _underived(cfg: TrainConfig, group: str):
     return replace(getattr(cfg, group), **dict.fromkeys(DERIVED[group]))
 
 
-@pytest.mark.parametrize("overrides", [[], ["model=tiny"], ["model=hf", "rollout=hf"], ["rollout.n=5", "rollout.temperature=0.3"]])
+@pytest.mark.parametrize(
+    "overrides", [[], ["model=tiny"], ["model=hf", "rollout=hf"], ["rollout.n=5", "rollout.temperature=0.3"]]
+)
 def test_python_and_hydra_derive_in_one_place(overrides):
     """A TrainConfig built in Python from the run's other groups gets the run's derived values."""
     run = typed(compose_config(overrides))

@@ -42,7 +42,8 @@ def _sample(engine, reward, seed):
     groups = engine.generate(PROMPTS, SamplingConfig(n=N, temperature=1.0, top_p=1.0, max_tokens=MAX_TOKENS, seed=seed))
     samples = [
         Sample(c.prompt_token_ids, c.token_ids, c.logprobs, reward(c.token_ids), f"p{i}", c.version)
-        for i, group in enumerate(groups) for c in group
+        for i, group in enumerate(groups)
+        for c in group
     ]
     return samples, sum(s.reward for s in samples) / len(samples)
 
@@ -56,8 +57,16 @@ def test_learnability_grpo_through_the_real_engine(vllm_engine):
     policy = build_policy(str(default_model_dir()), device=info.device, dtype="float32")
     reward = _reward_fn(policy.config.vocab_size)
     # one optimizer step (version) per batch of N x len(PROMPTS) samples
-    cfg = AlgorithmConfig(micro_batch_size=N * len(PROMPTS) // 2, accum_steps=2, update_steps=1, grad_clip=1.0,
-                          max_staleness=1, policy_loss="vanilla", loss_agg_mode="token-mean", adv_estimator="grpo")  # fmt: skip
+    cfg = AlgorithmConfig(
+        micro_batch_size=N * len(PROMPTS) // 2,
+        accum_steps=2,
+        update_steps=1,
+        grad_clip=1.0,
+        max_staleness=1,
+        policy_loss="vanilla",
+        loss_agg_mode="token-mean",
+        adv_estimator="grpo",
+    )
     aggregator = Aggregator(policy, torch.optim.AdamW(policy.parameters(), lr=LR, weight_decay=0.0), cfg)
     pushes_at_start = engine.pushes
     assert push_weights(engine, policy, 0).ok and engine.version == 0  # the engine serves the untrained policy
@@ -75,11 +84,17 @@ def test_learnability_grpo_through_the_real_engine(vllm_engine):
         history.append(mean)
     versions = aggregator.version
     # a fresh, larger evaluation batch from the final weights
-    evaluation = [reward(c.token_ids) for seed in (7, 8) for g in engine.generate(
-        PROMPTS, SamplingConfig(n=N, temperature=1.0, max_tokens=MAX_TOKENS, seed=10**6 + seed)) for c in g]
+    evaluation = [
+        reward(c.token_ids)
+        for seed in (7, 8)
+        for g in engine.generate(PROMPTS, SamplingConfig(n=N, temperature=1.0, max_tokens=MAX_TOKENS, seed=10**6 + seed))
+        for c in g
+    ]
     end = sum(evaluation) / len(evaluation)
-    print(f"learnability: start={start:.3f} end={end:.3f} versions={versions} "
-          f"seconds={time.perf_counter() - t0:.1f} history={[round(h, 2) for h in history]}")
+    print(
+        f"learnability: start={start:.3f} end={end:.3f} versions={versions} "
+        f"seconds={time.perf_counter() - t0:.1f} history={[round(h, 2) for h in history]}"
+    )
     assert versions <= MAX_VERSIONS and mean > 0.9, f"reward only {history} after {versions} versions"
     assert end > 0.9, f"evaluation reward {end:.3f} after {versions} versions"
     assert engine_creations() == creations  # the same engine all along

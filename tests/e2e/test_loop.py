@@ -101,9 +101,19 @@ def test_restart_mode_rebuilds_engines_per_phase_and_still_trains(tmp_path):
 def test_a_run_with_many_non_default_keys_trains(tmp_path):
     """Several non-default keys at once through one real round (tests/config/test_config_keys.py
     walks every key through the start-up checks): each shows its effect."""
-    run(tmp_path, "--rounds", "1", "seed=3", "algorithm.use_kl_loss=true", "algorithm.ppo_epochs=2",
-        "algorithm.zero_variance=keep", "algorithm.keep_last_versions=1", "pipeline.kinds=[deduction]",
-        "trainer.pass_at_k=[1]", "executor.workers=1")  # fmt: skip
+    run(
+        tmp_path,
+        "--rounds",
+        "1",
+        "seed=3",
+        "algorithm.use_kl_loss=true",
+        "algorithm.ppo_epochs=2",
+        "algorithm.zero_variance=keep",
+        "algorithm.keep_last_versions=1",
+        "pipeline.kinds=[deduction]",
+        "trainer.pass_at_k=[1]",
+        "executor.workers=1",
+    )
     row = json.loads((tmp_path / "metrics.jsonl").read_text().splitlines()[0])
     assert row["losses/kl"] >= 0 and "eval/pass@1_sampled" in row  # the reference policy; pass@k from phase 1's samples
     assert row["tasks/kept"] == row["tasks/kept_deduction"] > 0  # only the configured kind

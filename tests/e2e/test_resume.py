@@ -27,17 +27,30 @@ import pytest
 import torch
 
 from tests.helpers.e2e import (
-    REPO, assert_same_parquet, assert_same_weights, assert_trained, busy_cores, command, env, final_weights,
-    metrics_rows, run,
-)  # fmt: skip
+    REPO,
+    assert_same_parquet,
+    assert_same_weights,
+    assert_trained,
+    busy_cores,
+    command,
+    env,
+    final_weights,
+    metrics_rows,
+    run,
+)
 
 # several full runs per test (fixtures included) with every core busy: the per-test hang guard
 # is wider than the suite's 900 s (no assertion depends on timing)
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(2700)]
 # selective sampling on: which problems a resumed round draws depends on the signal history
 # the checkpoint carries
-DET = ["trainer.deterministic=true", "trainer.save_every=1", "trainer.keep_checkpoints=3", "pipeline.selective_keep=0.5",
-       "pipeline.discovery_n=6"]  # a wider phase 1 where nothing passed yet: the budget follows the checkpointed state
+DET = [
+    "trainer.deterministic=true",
+    "trainer.save_every=1",
+    "trainer.keep_checkpoints=3",
+    "pipeline.selective_keep=0.5",
+    "pipeline.discovery_n=6",
+]  # a wider phase 1 where nothing passed yet: the budget follows the checkpointed state
 # what must agree between runs; the rest of metrics.jsonl is timing, memory or engine counts.
 # (executor/ counters are compared apart: a process's first round also counts the calls made
 # at start-up to compute the problems' expected outputs.)
@@ -68,8 +81,7 @@ def assert_same_run(reference: Path, other: Path) -> None:
     assert [_comparable(r) for r in ra] == [_comparable(r) for r in rb]
     # every timeout is counted, the same ones in both; none decided by the wall clock (load-
     # dependent): the worker's backstop, or the parent's hard deadline (a worker restart)
-    timeouts = lambda rows: [(r["executor/timeout_cpu"], r["executor/timeout_wall"], r["executor/worker_restarts"])
-                             for r in rows]  # fmt: skip  # noqa: E731
+    timeouts = lambda rows: [(r["executor/timeout_cpu"], r["executor/timeout_wall"], r["executor/worker_restarts"]) for r in rows]  # noqa: E731
     assert timeouts(ra) == timeouts(rb)
     assert all(wall == restarts == 0 for _, wall, restarts in timeouts(ra) + timeouts(rb))
 
@@ -138,8 +150,13 @@ def test_kill_9_mid_round_then_resume_completes(straight, after_two, tmp_path):
     out = tmp_path / "run"
     shutil.copytree(after_two, out)
     with busy_cores():
-        proc = subprocess.Popen(command(out, "--rounds", "4", "--resume", "auto", *DET), cwd=REPO, env=env(),
-                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
+        proc = subprocess.Popen(
+            command(out, "--rounds", "4", "--resume", "auto", *DET),
+            cwd=REPO,
+            env=env(),
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
         try:
             deadline = time.time() + 1200  # a hang guard only: no assertion depends on timing
             mid_round = out / "round_4" / "tasks.parquet"  # phases 1-4 of round 4 done, phase 5 running
@@ -159,8 +176,14 @@ def test_kill_9_mid_round_then_resume_completes(straight, after_two, tmp_path):
 def test_sigterm_checkpoints_and_exits_cleanly(tmp_path):
     import signal
 
-    proc = subprocess.Popen(command(tmp_path, "--rounds", "50", "trainer.save_every=1000"), cwd=REPO, env=env(),
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)  # fmt: skip
+    proc = subprocess.Popen(
+        command(tmp_path, "--rounds", "50", "trainer.save_every=1000"),
+        cwd=REPO,
+        env=env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
     try:
         deadline = time.time() + 400
         log = tmp_path / "main.log"

@@ -77,8 +77,13 @@ def test_a_half_written_cache_is_rebuilt(tmp_path, monkeypatch):
 
 
 def test_pushes_keep_engine_logprobs_equal_to_the_policy_full_and_lora():
-    proc = subprocess.run([sys.executable, str(REPO / "tests" / "helpers" / "smollm2_checks.py"), "full", "lora"], cwd=REPO,
-                          capture_output=True, text=True, timeout=900)  # fmt: skip
+    proc = subprocess.run(
+        [sys.executable, str(REPO / "tests" / "helpers" / "smollm2_checks.py"), "full", "lora"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     results = [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")]
     assert [r["method"] for r in results] == ["full", "lora"]
@@ -91,10 +96,19 @@ def test_pushes_keep_engine_logprobs_equal_to_the_policy_full_and_lora():
 SMOLLM2_ROUND = [
     # 8 samples a group: with 4, on an AMD EPYC (avx512_bf16, no AMX) every group's answers failed alike and
     # the round had no signal, where the AMX Xeons had some; CI runs on either CPU
-    "model=smollm2", "--problems", "2", "benchmark.problem_ids=[Mbpp/2,Mbpp/17]", "pipeline.num_programs=8",
-    "model.max_new_tokens=96", "pipeline.max_tasks=5", "rollout.n=8", "algorithm.micro_batch_size=4",
-    "algorithm.accum_steps=1", "algorithm.update_steps=1", "trainer.log_samples=1",
-]  # fmt: skip
+    "model=smollm2",
+    "--problems",
+    "2",
+    "benchmark.problem_ids=[Mbpp/2,Mbpp/17]",
+    "pipeline.num_programs=8",
+    "model.max_new_tokens=96",
+    "pipeline.max_tasks=5",
+    "rollout.n=8",
+    "algorithm.micro_batch_size=4",
+    "algorithm.accum_steps=1",
+    "algorithm.update_steps=1",
+    "trainer.log_samples=1",
+]
 
 
 def test_one_real_round_trains_on_its_own_samples_of_the_benchmark_prompts(tmp_path):
@@ -144,10 +158,21 @@ def test_a_label_free_round_with_self_play_trains_on_agreement(tmp_path):
     from tests.helpers import e2e
 
     out = tmp_path / "run"
-    cmd = [sys.executable, str(REPO / "train_unified.py"), f"--output-dir={out}", "--rounds", "1", *SMOLLM2_ROUND,
-           "rollout.n=8", "pipeline.num_programs=8", "pipeline.solve_source=agreement", "pipeline.max_tasks=null",
-           "pipeline.agreement_min_votes=2",  # 2 of 8 (the default 3 is tuned for 16): enough labelled groups to step
-           "pipeline.mix=[solve:0.5,deduction:0.25,abduction:0.25]", "pipeline.max_tasks_per_kind_per_problem=1"]  # fmt: skip
+    cmd = [
+        sys.executable,
+        str(REPO / "train_unified.py"),
+        f"--output-dir={out}",
+        "--rounds",
+        "1",
+        *SMOLLM2_ROUND,
+        "rollout.n=8",
+        "pipeline.num_programs=8",
+        "pipeline.solve_source=agreement",
+        "pipeline.max_tasks=null",
+        "pipeline.agreement_min_votes=2",  # 2 of 8 (the default 3 is tuned for 16): enough labelled groups to step
+        "pipeline.mix=[solve:0.5,deduction:0.25,abduction:0.25]",
+        "pipeline.max_tasks_per_kind_per_problem=1",
+    ]
     proc = subprocess.run(cmd, cwd=REPO, env=e2e.env(), capture_output=True, text=True, timeout=1500)
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
     tasks = pd.read_parquet(out / "round_1" / "tasks.parquet")
@@ -175,9 +200,18 @@ def test_a_round_with_the_supervised_term_trains_each_found_answer_once(tmp_path
     from tests.helpers import e2e
 
     out = tmp_path / "run"
-    cmd = [sys.executable, str(REPO / "train_unified.py"), f"--output-dir={out}", "--rounds", "1", *SMOLLM2_ROUND,
-           "benchmark.problem_ids=[Mbpp/404,Mbpp/227]", "pipeline.kinds=[solve]", "pipeline.mix=[solve:1.0]",
-           "algorithm.sft_coef=1.0"]  # fmt: skip
+    cmd = [
+        sys.executable,
+        str(REPO / "train_unified.py"),
+        f"--output-dir={out}",
+        "--rounds",
+        "1",
+        *SMOLLM2_ROUND,
+        "benchmark.problem_ids=[Mbpp/404,Mbpp/227]",
+        "pipeline.kinds=[solve]",
+        "pipeline.mix=[solve:1.0]",
+        "algorithm.sft_coef=1.0",
+    ]
     proc = subprocess.run(cmd, cwd=REPO, env=e2e.env(), capture_output=True, text=True, timeout=1500)
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
     (m,) = e2e.metrics_rows(out)
@@ -202,9 +236,20 @@ def test_a_round_with_consolidation_trains_its_targets_by_nll_and_pushes_them(tm
     from tests.helpers import e2e
 
     out = tmp_path / "run"
-    cmd = [sys.executable, str(REPO / "train_unified.py"), f"--output-dir={out}", "--rounds", "1", *SMOLLM2_ROUND,
-           "benchmark.problem_ids=[Mbpp/404,Mbpp/227]", "pipeline.kinds=[solve]", "pipeline.mix=[solve:1.0]",
-           "algorithm.sft_coef=0", "algorithm.consolidate_passes=2", "algorithm.consolidate_margin=1000"]  # fmt: skip
+    cmd = [
+        sys.executable,
+        str(REPO / "train_unified.py"),
+        f"--output-dir={out}",
+        "--rounds",
+        "1",
+        *SMOLLM2_ROUND,
+        "benchmark.problem_ids=[Mbpp/404,Mbpp/227]",
+        "pipeline.kinds=[solve]",
+        "pipeline.mix=[solve:1.0]",
+        "algorithm.sft_coef=0",
+        "algorithm.consolidate_passes=2",
+        "algorithm.consolidate_margin=1000",
+    ]
     proc = subprocess.run(cmd, cwd=REPO, env=e2e.env(), capture_output=True, text=True, timeout=1500)
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
     (m,) = e2e.metrics_rows(out)

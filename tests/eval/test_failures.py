@@ -45,8 +45,15 @@ def test_each_class_comes_from_what_the_program_did(problems, executor):
         return [answers[pid].format(e=entry[pid], c=canonical[pid], a=first_args[pid])]
 
     result = evaluate(problems, ScriptedGenerator(respond), executor, max_tokens=64)
-    assert result.classes == {"Mbpp/2": "no_code", "Mbpp/3": "syntax", "Mbpp/4": "entry_point", "Mbpp/6": "exception",
-                              "Mbpp/7": "timeout", "Mbpp/8": "wrong_answer", "Mbpp/9": "pass"}  # fmt: skip
+    assert result.classes == {
+        "Mbpp/2": "no_code",
+        "Mbpp/3": "syntax",
+        "Mbpp/4": "entry_point",
+        "Mbpp/6": "exception",
+        "Mbpp/7": "timeout",
+        "Mbpp/8": "wrong_answer",
+        "Mbpp/9": "pass",
+    }
     assert result.per_problem["Mbpp/9"] == 1.0 and sum(result.per_problem.values()) == 1.0
     assert counts(result.classes) == {c: 1 for c in CLASSES}
 
@@ -65,8 +72,10 @@ def test_flips_keep_their_classes_and_split_into_format_and_logic_fixes():
     before = {"a": "entry_point", "b": "wrong_answer", "c": "pass", "d": "syntax"}
     after = {"a": "pass", "b": "pass", "c": "exception", "d": "syntax"}
     out = flip_classes(before, after, control, trained)
-    assert out["gained"] == [{"problem": "a", "before": "entry_point", "after": "pass"},
-                             {"problem": "b", "before": "wrong_answer", "after": "pass"}]  # fmt: skip
+    assert out["gained"] == [
+        {"problem": "a", "before": "entry_point", "after": "pass"},
+        {"problem": "b", "before": "wrong_answer", "after": "pass"},
+    ]
     assert out["lost"] == [{"problem": "c", "before": "pass", "after": "exception"}]
     assert (out["gained_format_fixes"], out["gained_logic_fixes"], out["gained_unclassified"]) == (1, 1, 0)
     assert (out["net_format"], out["net_logic"]) == (1, 0)  # c was lost to an exception: a logic loss
@@ -83,5 +92,8 @@ def test_the_agreement_labels_accuracy_is_scored_on_the_hidden_tests(problems, e
     from unified.benchmarks.hidden import programs_pass_hidden, with_expected_outputs
 
     scored = with_expected_outputs(problems[:2], executor.run_batch)
-    codes = {scored[0].problem_id: scored[0].canonical_solution, scored[1].problem_id: f"def {scored[1].entry_point}(*a):\n    return 0\n"}
+    codes = {
+        scored[0].problem_id: scored[0].canonical_solution,
+        scored[1].problem_id: f"def {scored[1].entry_point}(*a):\n    return 0\n",
+    }
     assert programs_pass_hidden(scored, codes, executor.run_batch) == {scored[0].problem_id: True, scored[1].problem_id: False}

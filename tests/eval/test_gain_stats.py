@@ -13,13 +13,16 @@ def test_flips_and_gain():
     assert gain(CONTROL, after) == pytest.approx(1 / 5)
 
 
-@pytest.mark.parametrize("gained, lost, p", [
-    (0, 0, 1.0),
-    (5, 0, 2 * 0.5**5),          # 0.0625
-    (6, 0, 2 * 0.5**6),          # 0.03125
-    (7, 2, 2 * (1 + 9 + 36) / 512),  # P(X <= 2) for Bin(9, 1/2), two-sided
-    (3, 3, 1.0),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    "gained, lost, p",
+    [
+        (0, 0, 1.0),
+        (5, 0, 2 * 0.5**5),  # 0.0625
+        (6, 0, 2 * 0.5**6),  # 0.03125
+        (7, 2, 2 * (1 + 9 + 36) / 512),  # P(X <= 2) for Bin(9, 1/2), two-sided
+        (3, 3, 1.0),
+    ],
+)
 def test_mcnemar_exact(gained, lost, p):
     assert mcnemar_exact_p(gained, lost) == pytest.approx(p)
 

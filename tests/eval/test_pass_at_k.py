@@ -14,14 +14,17 @@ from unified.eval.pass_at_k import ks_up_to, pass_at_k
 ROOT = Path(__file__).resolve().parents[2]
 
 
-@pytest.mark.parametrize("n, c, k, expected", [
-    (4, 1, 1, 1 / 4),            # c/n
-    (4, 1, 4, 1.0),              # all n drawn: solved if any sample is
-    (5, 2, 2, 1 - 3 / 10),       # 1 - C(3,2)/C(5,2)
-    (16, 3, 4, 1 - 715 / 1820),  # 1 - C(13,4)/C(16,4)
-    (16, 0, 16, 0.0),
-    (16, 16, 1, 1.0),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    "n, c, k, expected",
+    [
+        (4, 1, 1, 1 / 4),  # c/n
+        (4, 1, 4, 1.0),  # all n drawn: solved if any sample is
+        (5, 2, 2, 1 - 3 / 10),  # 1 - C(3,2)/C(5,2)
+        (16, 3, 4, 1 - 715 / 1820),  # 1 - C(13,4)/C(16,4)
+        (16, 0, 16, 0.0),
+        (16, 16, 1, 1.0),
+    ],
+)
 def test_the_estimator_matches_hand_computed_values(n, c, k, expected):
     assert pass_at_k({"p": c}, n, [k])[k] == [pytest.approx(expected)]
 
@@ -40,9 +43,27 @@ def test_reported_ks():
 
 def test_evaluate_cli_writes_sampled_pass_at_k_next_to_greedy(tmp_path):
     out = tmp_path / "eval"
-    run = subprocess.run([sys.executable, "-m", "unified.eval", "--problems", "2", "--backend", "hf", "--n", "4",
-                          "--temperature", "1.0", "--output", str(out)], cwd=ROOT, capture_output=True, text=True,
-                         timeout=300)  # fmt: skip
+    run = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "unified.eval",
+            "--problems",
+            "2",
+            "--backend",
+            "hf",
+            "--n",
+            "4",
+            "--temperature",
+            "1.0",
+            "--output",
+            str(out),
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert run.returncode == 0, run.stderr[-2000:]
     results = json.loads((out / "eval_results.json").read_text())
     assert set(results["pass_at_k"]) == {"1", "4"} and results["sampled"] == {"n": 4, "temperature": 1.0, "problems": 2}
@@ -77,14 +98,23 @@ def test_samples_are_run_on_the_rest_only_after_the_first_hidden_case_and_the_co
         assert all(len(p.hidden) > 2 for p in problems)  # MBPP+: many plus inputs each
 
         def right_on_the_first_only(p):  # hostile to a staged runner: passes the case it is screened on
-            return (f"{p.canonical_solution}\n_real = {p.entry_point}\n"
-                    f"def {p.entry_point}(*a):\n    return _real(*a) if list(a) == {list(first[p.problem_id].args)!r} else 'wrong'\n")  # fmt: skip
+            return (
+                f"{p.canonical_solution}\n_real = {p.entry_point}\n"
+                f"def {p.entry_point}(*a):\n    return _real(*a) if list(a) == {list(first[p.problem_id].args)!r} else 'wrong'\n"
+            )
 
-        codes = {"canonical": lambda p: p.canonical_solution, "first_only": right_on_the_first_only,
-                 "raises": lambda p: f"def {p.entry_point}(*a):\n    raise ValueError('no')\n",
-                 "wrong": lambda p: f"def {p.entry_point}(*a):\n    return 'wrong'\n", "syntax": lambda p: "def (:\n"}  # fmt: skip
-        programs = [Program(p.problem_id, f"{p.problem_id}#{name}", code(p), p.entry_point)
-                    for p in problems for name, code in codes.items()]  # fmt: skip
+        codes = {
+            "canonical": lambda p: p.canonical_solution,
+            "first_only": right_on_the_first_only,
+            "raises": lambda p: f"def {p.entry_point}(*a):\n    raise ValueError('no')\n",
+            "wrong": lambda p: f"def {p.entry_point}(*a):\n    return 'wrong'\n",
+            "syntax": lambda p: "def (:\n",
+        }
+        programs = [
+            Program(p.problem_id, f"{p.problem_id}#{name}", code(p), p.entry_point)
+            for p in problems
+            for name, code in codes.items()
+        ]
         counting = _Counting(executor)
         staged = correct_counts(problems, programs, counting)
         everything = {p.problem_id: 0 for p in problems}  # the reference: every case of every program, one batch
@@ -111,11 +141,13 @@ def test_the_rounds_greedy_pass_at_1_gives_graded_verdicts_with_staged_calls():
     with build_executor(ExecutorConfig(workers=2, timeout_s=2.0)) as executor:
         problems = with_expected_outputs(load_problems("mbpp", ids=["Mbpp/2", "Mbpp/3", "Mbpp/4", "Mbpp/6"]), executor.run_batch)
         first = problems[1].hidden[0]
-        answers = [problems[0].canonical_solution,  # passes
-                   f"{problems[1].canonical_solution}\n_real = {problems[1].entry_point}\n"  # right on the first case only
-                   f"def {problems[1].entry_point}(*a):\n    return _real(*a) if list(a) == {list(first.args)!r} else 'wrong'\n",
-                   f"def {problems[2].entry_point}(*a):\n    return 'wrong'\n",  # fails the first case
-                   "no code at all"]  # fmt: skip
+        answers = [
+            problems[0].canonical_solution,  # passes
+            f"{problems[1].canonical_solution}\n_real = {problems[1].entry_point}\n"  # right on the first case only
+            f"def {problems[1].entry_point}(*a):\n    return _real(*a) if list(a) == {list(first.args)!r} else 'wrong'\n",
+            f"def {problems[2].entry_point}(*a):\n    return 'wrong'\n",  # fails the first case
+            "no code at all",
+        ]
         by_prompt = {program_prompt(p): f"```python\n{a}\n```" for p, a in zip(problems, answers)}
         generator = ScriptedGenerator(lambda text, _: [next(a for prompt, a in by_prompt.items() if prompt in text)])
         counting = _Counting(executor)
@@ -141,8 +173,16 @@ def test_a_rounds_pass_at_k_counts_every_sample_drawn_for_a_problem_not_the_grou
     with build_executor(ExecutorConfig(workers=2, timeout_s=2.0)) as executor:
         wide, narrow = with_expected_outputs(load_problems("mbpp", ids=["Mbpp/2", "Mbpp/3"]), executor.run_batch)
         wrong = "def {}(*a):\n    return 'wrong'\n"
-        programs = [Program(p.problem_id, f"{p.problem_id}#p{i}", p.canonical_solution if i < 4 else wrong.format(p.entry_point),
-                            p.entry_point) for p, drawn in ((wide, 32), (narrow, 8)) for i in range(drawn)]  # fmt: skip
+        programs = [
+            Program(
+                p.problem_id,
+                f"{p.problem_id}#p{i}",
+                p.canonical_solution if i < 4 else wrong.format(p.entry_point),
+                p.entry_point,
+            )
+            for p, drawn in ((wide, 32), (narrow, 8))
+            for i in range(drawn)
+        ]
         completions = {p.problem_id: [Completion("", (), (), (), "stop", 0)] * drawn for p, drawn in ((wide, 32), (narrow, 8))}
         data = SimpleNamespace(problems=(wide, narrow), program_candidates=tuple(programs), program_completions=completions)
         got = round_pass_at_k(data, executor, 8, [1, 8])

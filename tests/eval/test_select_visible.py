@@ -20,8 +20,10 @@ WRONG = "```python\ndef {0}(*args):\n    return 12345\n```"
 def test_the_first_sample_passing_the_visible_examples_is_the_answer_scored_on_hidden_tests():
     problems = load_problems("mbpp", ids=["Mbpp/2", "Mbpp/3", "Mbpp/4"])
     right = {p.entry_point: f"```python\n{p.canonical_solution}\n```" for p in problems}
-    samples = {"similar_elements": [WRONG.format("similar_elements"), right["similar_elements"]],  # sample 2 passes
-               "is_not_prime": [WRONG.format("is_not_prime")] * 2}  # none passes: the greedy answer stays
+    samples = {
+        "similar_elements": [WRONG.format("similar_elements"), right["similar_elements"]],  # sample 2 passes
+        "is_not_prime": [WRONG.format("is_not_prime")] * 2,
+    }  # none passes: the greedy answer stays
     samples["heap_queue_largest"] = [right["heap_queue_largest"], WRONG.format("heap_queue_largest")]  # sample 1 passes
 
     def respond(text, sampling):
@@ -31,8 +33,9 @@ def test_the_first_sample_passing_the_visible_examples_is_the_answer_scored_on_h
     args = SimpleNamespace(n=2, temperature=1.0, seed=0, select="visible")
     ev = EvalRun.__new__(EvalRun)
     ev.args, ev.budget = args, {"max_tokens": 64}
-    rows = [{"task_id": p.problem_id, "passed": pid_greedy, "completion": ""}
-            for p, pid_greedy in zip(problems, [False, True, False])]  # fmt: skip
+    rows = [
+        {"task_id": p.problem_id, "passed": pid_greedy, "completion": ""} for p, pid_greedy in zip(problems, [False, True, False])
+    ]
     with build_executor(ExecutorConfig(workers=1)) as ex:
         out = ev._with_sampled(rows, problems, ScriptedGenerator(respond), ex)
     by_id = {r["task_id"]: r for r in out}

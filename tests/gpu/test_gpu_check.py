@@ -23,8 +23,14 @@ def _lines(proc) -> list[str]:
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks a machine without CUDA")
 def test_make_gpu_check_without_cuda_says_one_line_and_exits_0():
     # PY: this interpreter (make falls back to python3 where the checkout has no .venv)
-    proc = subprocess.run(["make", "--no-print-directory", "gpu-check", f"PY={sys.executable}"], cwd=REPO, env=job_env(),
-                          capture_output=True, text=True, timeout=120)  # fmt: skip
+    proc = subprocess.run(
+        ["make", "--no-print-directory", "gpu-check", f"PY={sys.executable}"],
+        cwd=REPO,
+        env=job_env(),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert proc.returncode == 0 and len(_lines(proc)) == 1, _lines(proc)
     assert _lines(proc)[0].startswith("gpu-check: no CUDA GPU visible") and "docs/gpu.md" in _lines(proc)[0]
 
@@ -58,8 +64,14 @@ def test_the_wheels_to_carry_are_the_locked_versions():
 
 def test_the_timing_table_on_this_cpu(tmp_path):
     out = tmp_path / "gpu_check.json"
-    proc = subprocess.run([sys.executable, str(SCRIPT), "--device", "cpu", "--no-tests", "--out", str(out)], cwd=REPO,
-                          env=job_env(), capture_output=True, text=True, timeout=300)  # fmt: skip
+    proc = subprocess.run(
+        [sys.executable, str(SCRIPT), "--device", "cpu", "--no-tests", "--out", str(out)],
+        cwd=REPO,
+        env=job_env(),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
     report = json.loads(out.read_text())
     t = report["timings"]

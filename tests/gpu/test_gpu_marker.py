@@ -14,8 +14,14 @@ EXPECTED = {"test_gpu_engine.py", "test_gpu_update.py", "test_gpu_fsdp.py", "tes
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks the skips of a machine without CUDA")
 def test_pytest_m_gpu_collects_the_gpu_tests_and_skips_each_without_cuda():
-    proc = subprocess.run([sys.executable, "-m", "pytest", "-m", "gpu", "-rs", "-q", "-p", "no:cacheprovider", str(GPU_TESTS)],
-                          cwd=REPO, env=job_env(), capture_output=True, text=True, timeout=300)  # fmt: skip
+    proc = subprocess.run(
+        [sys.executable, "-m", "pytest", "-m", "gpu", "-rs", "-q", "-p", "no:cacheprovider", str(GPU_TESTS)],
+        cwd=REPO,
+        env=job_env(),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     skips = [line for line in proc.stdout.splitlines() if line.startswith("SKIPPED")]
     assert {line.split("tests/gpu/")[1].split(":")[0] for line in skips} == EXPECTED, proc.stdout[-3000:]

@@ -28,8 +28,9 @@ def gaps(policy, completions, temperature: float, autocast: bool = True) -> tupl
     samples = [Sample(c.prompt_token_ids, c.token_ids, c.logprobs, 0.0, "g", c.version) for c in completions]
     mb = collate(samples, [torch.zeros(len(c.token_ids)) for c in completions], pad_id=0)
     with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16, enabled=autocast):
-        logp, _ = token_logprobs_and_entropy(policy.module, mb.input_ids, mb.attention_mask, mb.response_mask,
-                                             temperature, with_entropy=False)  # fmt: skip
+        logp, _ = token_logprobs_and_entropy(
+            policy.module, mb.input_ids, mb.attention_mask, mb.response_mask, temperature, with_entropy=False
+        )
     gap = (logp - mb.old_log_probs).abs() * mb.response_mask
     return float(gap.max()), float(gap.sum() / mb.response_mask.sum())
 
@@ -47,9 +48,12 @@ def engine_dtype(engine) -> str:
 
 
 def check(engine, policy) -> dict:
-    out = {"engine_dtype": engine_dtype(engine), "policy_autocast": str(policy.autocast),
-           "enforce_eager": engine.llm.llm_engine.vllm_config.model_config.enforce_eager,
-           "master_dtypes": sorted({str(p.dtype) for p in policy.parameters()})}  # fmt: skip
+    out = {
+        "engine_dtype": engine_dtype(engine),
+        "policy_autocast": str(policy.autocast),
+        "enforce_eager": engine.llm.llm_engine.vllm_config.model_config.enforce_eager,
+        "master_dtypes": sorted({str(p.dtype) for p in policy.parameters()}),
+    }
     for seed, temperature in ((11, 1.0), (12, 0.7)):
         perturb(policy, 0.05, seed=seed)  # a change the engine has not seen yet
         sampling = SamplingConfig(n=4, temperature=temperature, max_tokens=24, seed=3)

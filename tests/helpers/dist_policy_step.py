@@ -50,16 +50,27 @@ def train(steps: int, device: str = "cpu", dtype: str = "float32") -> dict:
             mask = torch.ones(1, RESPONSE, device=info.device)
             logp, _ = token_logprobs_and_entropy(policy.module, input_ids, torch.ones_like(input_ids), mask, with_entropy=False)
             loss, _ = ppo_loss(
-                logp, logp.detach(), advantages[row : row + 1], mask, AlgorithmConfig(),
-                batch_num_tokens=tokens_per_contribution, global_batch_size=len(mine),
+                logp,
+                logp.detach(),
+                advantages[row : row + 1],
+                mask,
+                AlgorithmConfig(),
+                batch_num_tokens=tokens_per_contribution,
+                global_batch_size=len(mine),
             )
             loss.backward()
         result = aggregator.step(contributions=1)
         assert result.stepped
         grad_norms.append(result.grad_norm)
     state = policy.full_state_dict()
-    return {"state": state, "grad_norms": grad_norms, "version": aggregator.version, "world": info.world_size,
-            "sharded": policy.sharded, "backend": str(dist.get_backend())}  # fmt: skip
+    return {
+        "state": state,
+        "grad_norms": grad_norms,
+        "version": aggregator.version,
+        "world": info.world_size,
+        "sharded": policy.sharded,
+        "backend": str(dist.get_backend()),
+    }
 
 
 def main() -> None:

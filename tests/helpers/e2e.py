@@ -22,11 +22,22 @@ REPO = Path(__file__).resolve().parents[2]
 # (-0.5 unreadable / 0 wrong / 1 right), so GRPO advantages and gradients are non-zero.
 # `model=tiny` always: the default model (SmolLM2) is far too slow for tests.
 FAST = [
-    "model=tiny", "--problems", "2", "benchmark.problem_ids=[Mbpp/2,Mbpp/3]", "pipeline.num_programs=1",
-    "pipeline.num_proposed_inputs=1", "pipeline.program_max_tokens=24", "pipeline.input_max_tokens=24",
-    "rollout.n=4", "rollout.max_tokens=24", "algorithm.micro_batch_size=4", "algorithm.accum_steps=1",
-    "algorithm.update_steps=1", "algorithm.lr=1e-3", "trainer.log_samples=2",
-]  # fmt: skip
+    "model=tiny",
+    "--problems",
+    "2",
+    "benchmark.problem_ids=[Mbpp/2,Mbpp/3]",
+    "pipeline.num_programs=1",
+    "pipeline.num_proposed_inputs=1",
+    "pipeline.program_max_tokens=24",
+    "pipeline.input_max_tokens=24",
+    "rollout.n=4",
+    "rollout.max_tokens=24",
+    "algorithm.micro_batch_size=4",
+    "algorithm.accum_steps=1",
+    "algorithm.update_steps=1",
+    "algorithm.lr=1e-3",
+    "trainer.log_samples=2",
+]
 
 
 def env() -> dict:
@@ -44,7 +55,9 @@ def command(out_dir: Path, *extra: str, script: str = "train_unified.py") -> lis
 
 
 def run(out_dir: Path, *extra: str, timeout: float = 600, script: str = "train_unified.py") -> subprocess.CompletedProcess:
-    proc = subprocess.run(command(out_dir, *extra, script=script), cwd=REPO, env=env(), capture_output=True, text=True, timeout=timeout)
+    proc = subprocess.run(
+        command(out_dir, *extra, script=script), cwd=REPO, env=env(), capture_output=True, text=True, timeout=timeout
+    )
     if proc.returncode != 0:
         raise AssertionError(f"run failed (rc {proc.returncode}):\n{proc.stdout[-3000:]}\n{proc.stderr[-5000:]}")
     return proc

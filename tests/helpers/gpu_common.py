@@ -60,7 +60,8 @@ def run_job(out: Path, job: str, *args: str, ranks: int = 0, timeout: float = 60
     -> what rank 0 saved."""
     script = [str(HELPERS / "gpu_jobs.py"), job, str(out), *args]
     launcher = ["-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={ranks}"] if ranks else []
-    proc = subprocess.run([sys.executable, *launcher, *script], cwd=REPO, env=job_env(), capture_output=True,
-                          text=True, timeout=timeout)  # fmt: skip
+    proc = subprocess.run(
+        [sys.executable, *launcher, *script], cwd=REPO, env=job_env(), capture_output=True, text=True, timeout=timeout
+    )
     assert proc.returncode == 0, f"{job} failed (rc {proc.returncode}):\n{proc.stdout[-2000:]}\n{proc.stderr[-4000:]}"
     return torch.load(out / "rank0.pt", weights_only=False)

@@ -49,8 +49,9 @@ def _logprob_gap(policy, completions, temperature: float = 1.0) -> float:
     samples = [Sample(c.prompt_token_ids, c.token_ids, c.logprobs, 0.0, 0, c.version) for c in completions]
     mb = collate(samples, [torch.zeros(len(c.token_ids)) for c in completions], pad_id=0).to(policy.device)
     with torch.no_grad():
-        logp, _ = token_logprobs_and_entropy(policy.module, mb.input_ids, mb.attention_mask, mb.response_mask,
-                                             temperature, with_entropy=False)  # fmt: skip
+        logp, _ = token_logprobs_and_entropy(
+            policy.module, mb.input_ids, mb.attention_mask, mb.response_mask, temperature, with_entropy=False
+        )
     return float(((logp - mb.old_log_probs).abs() * mb.response_mask).max())
 
 
@@ -76,10 +77,17 @@ def engine_push(device: str) -> dict:
     push = engine.push(policy.named_full_weights(), 1)
     fresh = [c for g in engine.generate(PROMPTS, sampling) for c in g]
     greedy = engine.generate(PROMPTS[:1], SamplingConfig(n=1, temperature=0.0, max_tokens=16))[0][0]
-    return {"engine_device": str(engine.device), "policy_device": str(policy.device), "push_ok": push.ok,
-            "push_error": push.error, "gap_before": _logprob_gap(policy, stale), "gap_after": _logprob_gap(policy, fresh),
-            "versions": sorted({c.version for c in fresh}), "greedy_is_argmax": _greedy_is_policy_argmax(policy, greedy),
-            "greedy_tokens": len(greedy.token_ids)}  # fmt: skip
+    return {
+        "engine_device": str(engine.device),
+        "policy_device": str(policy.device),
+        "push_ok": push.ok,
+        "push_error": push.error,
+        "gap_before": _logprob_gap(policy, stale),
+        "gap_after": _logprob_gap(policy, fresh),
+        "versions": sorted({c.version for c in fresh}),
+        "greedy_is_argmax": _greedy_is_policy_argmax(policy, greedy),
+        "greedy_tokens": len(greedy.token_ids),
+    }
 
 
 def _toy_reward(vocab_size: int):
@@ -93,8 +101,11 @@ def _sample(engine, reward, seed: int):
     from unified.types import Sample
 
     groups = engine.generate(LEARN_PROMPTS, SamplingConfig(n=N, temperature=1.0, max_tokens=MAX_TOKENS, seed=seed))
-    samples = [Sample(c.prompt_token_ids, c.token_ids, c.logprobs, reward(c.token_ids), i, c.version)
-               for i, group in enumerate(groups) for c in group]  # fmt: skip
+    samples = [
+        Sample(c.prompt_token_ids, c.token_ids, c.logprobs, reward(c.token_ids), i, c.version)
+        for i, group in enumerate(groups)
+        for c in group
+    ]
     return samples, sum(s.reward for s in samples) / len(samples)
 
 
@@ -107,8 +118,14 @@ def learn(device: str, dtype: str) -> dict:
 
     policy, engine = _policy(device, dtype), _hf_engine(dtype)
     reward = _toy_reward(policy.config.vocab_size)
-    cfg = AlgorithmConfig(micro_batch_size=N * len(LEARN_PROMPTS) // 2, accum_steps=2, update_steps=1, grad_clip=1.0,
-                          max_staleness=1, adv_estimator="grpo")  # fmt: skip
+    cfg = AlgorithmConfig(
+        micro_batch_size=N * len(LEARN_PROMPTS) // 2,
+        accum_steps=2,
+        update_steps=1,
+        grad_clip=1.0,
+        max_staleness=1,
+        adv_estimator="grpo",
+    )
     aggregator = Aggregator(policy, torch.optim.AdamW(policy.parameters(), lr=LR, weight_decay=0.0), cfg)
     assert push_weights(engine, policy, 0).ok
     samples, mean = _sample(engine, reward, seed=0)
@@ -119,8 +136,15 @@ def learn(device: str, dtype: str) -> dict:
         samples, mean = _sample(engine, reward, seed=1000 * aggregator.version)
         history.append(mean)
     end = [_sample(engine, reward, seed=10**6 + s)[1] for s in (7, 8)]
-    return {"history": history, "losses": losses, "versions": aggregator.version, "end": sum(end) / 2,
-            "sharded": policy.sharded, "skipped": aggregator.stats()["skipped_nonfinite"], "engine_version": engine.version}
+    return {
+        "history": history,
+        "losses": losses,
+        "versions": aggregator.version,
+        "end": sum(end) / 2,
+        "sharded": policy.sharded,
+        "skipped": aggregator.stats()["skipped_nonfinite"],
+        "engine_version": engine.version,
+    }
 
 
 def sleep_vllm() -> dict:
@@ -131,8 +155,9 @@ def sleep_vllm() -> dict:
     from unified.trainer.engine import SamplingConfig, build_engine
 
     policy = _policy("cuda", "float32")
-    engine = build_engine("vllm", str(default_model_dir()), dtype="bfloat16", max_model_len=1024,
-                          gpu_memory_utilization=0.3, retries=0)  # fmt: skip
+    engine = build_engine(
+        "vllm", str(default_model_dir()), dtype="bfloat16", max_model_len=1024, gpu_memory_utilization=0.3, retries=0
+    )
     greedy = SamplingConfig(n=1, temperature=0.0, max_tokens=16)
     before = engine.generate(PROMPTS, greedy)
     awake_used = _device_used()
@@ -147,9 +172,16 @@ def sleep_vllm() -> dict:
     after = engine.generate(PROMPTS, greedy)
     colocation = Colocation(engine, enabled=True)
     update = _colocated_update(policy, engine, colocation)
-    return {"frees_memory": engine.frees_memory_asleep, "awake_gib": awake_used, "asleep_gib": asleep_used,
-            "refused_asleep": refused, "same_after_wake": [c[0].token_ids for c in before] == [c[0].token_ids for c in after],
-            **update, "metrics": colocation.round_metrics(), "asleep_at_end": engine.asleep}  # fmt: skip
+    return {
+        "frees_memory": engine.frees_memory_asleep,
+        "awake_gib": awake_used,
+        "asleep_gib": asleep_used,
+        "refused_asleep": refused,
+        "same_after_wake": [c[0].token_ids for c in before] == [c[0].token_ids for c in after],
+        **update,
+        "metrics": colocation.round_metrics(),
+        "asleep_at_end": engine.asleep,
+    }
 
 
 def _colocated_update(policy, engine, colocation) -> dict:
@@ -164,8 +196,12 @@ def _colocated_update(policy, engine, colocation) -> dict:
     with colocation.session():
         stats = train_on_samples(samples, aggregator, cfg, engine=engine, pad_token_id=0, turns=colocation)
     fresh, _ = _sample(engine, _toy_reward(policy.config.vocab_size), seed=1)
-    return {"steps": stats.steps, "engine_version": engine.version, "sleeps": colocation.sleeps,
-            "versions_sampled": sorted({s.version for s in fresh})}  # fmt: skip
+    return {
+        "steps": stats.steps,
+        "engine_version": engine.version,
+        "sleeps": colocation.sleeps,
+        "versions_sampled": sorted({s.version for s in fresh}),
+    }
 
 
 def _device_used() -> float:

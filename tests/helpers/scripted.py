@@ -33,8 +33,9 @@ class ScriptedGenerator:
         self.shapes: list[list[str | None]] = []  # per call, the shape asked for each prompt
         self.ends: list[list[AnswerEnd | None]] = []  # per call, the answer end asked for each prompt
 
-    def generate(self, prompts: Sequence[str | Prompt], sampling: SamplingConfig, shapes=None,
-                 ends=None) -> list[list[Completion]]:  # fmt: skip
+    def generate(
+        self, prompts: Sequence[str | Prompt], sampling: SamplingConfig, shapes=None, ends=None
+    ) -> list[list[Completion]]:
         texts = [prompt_text(p) for p in prompts]
         self.calls.append((texts, sampling))
         self.shapes.append(list(shapes) if shapes is not None else [None] * len(texts))

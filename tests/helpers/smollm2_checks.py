@@ -25,7 +25,9 @@ def gap(policy, completions, temperature: float) -> float:
     samples = [Sample(c.prompt_token_ids, c.token_ids, c.logprobs, 0.0, 0, c.version) for c in completions]
     mb = collate(samples, [torch.zeros(len(c.token_ids)) for c in completions], pad_id=0)
     with torch.no_grad():
-        logp, _ = token_logprobs_and_entropy(policy.module, mb.input_ids, mb.attention_mask, mb.response_mask, temperature, with_entropy=False)
+        logp, _ = token_logprobs_and_entropy(
+            policy.module, mb.input_ids, mb.attention_mask, mb.response_mask, temperature, with_entropy=False
+        )
     return float(((logp - mb.old_log_probs).abs() * mb.response_mask).max())
 
 

@@ -31,10 +31,23 @@ def launch(out_dir: Path) -> list[subprocess.Popen]:
     agent_env = {**env(), "TORCH_DISABLE_SHARE_RDZV_TCP_STORE": "1", "GLOO_SOCKET_IFNAME": "lo"}
     port, agents = _free_port(), []
     for node in (0, 1):
-        cmd = [sys.executable, "-m", "torch.distributed.run", "--nnodes=2", "--nproc_per_node=1",
-               "--rdzv_backend=c10d", f"--rdzv_endpoint=127.0.0.1:{port}", f"--rdzv_id={out_dir.name}",
-               "--local_addr=127.0.0.1", "--max_restarts=1", "--monitor_interval=1",
-               str(REPO / "train_unified.py"), f"--output-dir={out_dir}", *FAST, *RUN]  # fmt: skip
+        cmd = [
+            sys.executable,
+            "-m",
+            "torch.distributed.run",
+            "--nnodes=2",
+            "--nproc_per_node=1",
+            "--rdzv_backend=c10d",
+            f"--rdzv_endpoint=127.0.0.1:{port}",
+            f"--rdzv_id={out_dir.name}",
+            "--local_addr=127.0.0.1",
+            "--max_restarts=1",
+            "--monitor_interval=1",
+            str(REPO / "train_unified.py"),
+            f"--output-dir={out_dir}",
+            *FAST,
+            *RUN,
+        ]
         log = out_dir.parent / f"{out_dir.name}.node{node}"
         with open(f"{log}.out", "w") as out, open(f"{log}.err", "w") as err:  # the agent keeps its own copies
             agents.append(subprocess.Popen(cmd, cwd=REPO, env=agent_env, stdout=out, stderr=err))

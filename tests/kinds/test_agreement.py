@@ -23,8 +23,11 @@ def _program(name: str, code: str = "") -> Program:
 def _runs(behaviour: dict[str, dict]) -> tuple[list[Program], list[IOTriple]]:
     """program name -> {input: output}; an input left out is a run that failed there."""
     programs = [_program(name) for name in behaviour]
-    triples = [IOTriple("P/1", f"P/1#{name}", args, out, "visible" if args == (1,) else "proposed")
-               for name, outs in behaviour.items() for args, out in outs.items()]  # fmt: skip
+    triples = [
+        IOTriple("P/1", f"P/1#{name}", args, out, "visible" if args == (1,) else "proposed")
+        for name, outs in behaviour.items()
+        for args, out in outs.items()
+    ]
     return programs, triples
 
 
@@ -92,8 +95,9 @@ def test_votes_per_program_counts_ast_duplicates():
 
 def _solve_task(source: str, behaviour: dict, visible_passing=None):
     programs, triples = _runs(behaviour)
-    opts = BuildOptions(solve_source=source, samples_per_problem=len(programs), visible_passing=visible_passing,
-                        agreement_min_votes=2)
+    opts = BuildOptions(
+        solve_source=source, samples_per_problem=len(programs), visible_passing=visible_passing, agreement_min_votes=2
+    )
     return solve.build_problem(PROBLEM, programs, triples, opts)
 
 

@@ -30,9 +30,20 @@ def _negation_kind() -> types.ModuleType:
     m.NAME, m.LETTER, m.PER_PROBLEM, m.RAW_ANSWER = "negation", "N", False, False
 
     def build(problem, program, triples, opts):
-        return [Task(f"{program.program_id}:negation:{i}", "negation", problem.problem_id, program.program_id,
-                     f"Which x gives {-t.output}?", f"<answer>{-t.args[0]}</answer>", program.entry_point,
-                     program.code, (TestCase((-t.args[0],), -t.output),)) for i, t in enumerate(triples)], []  # fmt: skip
+        return [
+            Task(
+                f"{program.program_id}:negation:{i}",
+                "negation",
+                problem.problem_id,
+                program.program_id,
+                f"Which x gives {-t.output}?",
+                f"<answer>{-t.args[0]}</answer>",
+                program.entry_point,
+                program.code,
+                (TestCase((-t.args[0],), -t.output),),
+            )
+            for i, t in enumerate(triples)
+        ], []
 
     m.build_problem = from_each_program(build)
     m.readable_floor = no_floor
@@ -70,7 +81,14 @@ def test_the_registry_is_the_one_list_of_kinds():
 def test_kinds_take_turns_per_program():
     tasks, rejections = build_tasks([PROBLEM], [PROGRAM], TRIPLES, TTRLVR_KINDS, BuildOptions(shown_pairs=2))
     assert [t.task_id.split(":", 1)[1] for t in tasks] == [
-        "induction:0", "deduction:0", "abduction:0", "deduction:1", "abduction:1", "deduction:2", "abduction:2"]  # fmt: skip
+        "induction:0",
+        "deduction:0",
+        "abduction:0",
+        "deduction:1",
+        "abduction:1",
+        "deduction:2",
+        "abduction:2",
+    ]
     assert not rejections
     only, _ = build_tasks([PROBLEM], [PROGRAM], TRIPLES, ("induction",), BuildOptions(visible_passing=frozenset()))
     assert only == []  # induction from a program that fails the visible examples: none
@@ -83,8 +101,9 @@ def test_a_new_kind_is_built_validated_and_rewarded_without_touching_the_pipelin
     assert len(kept) == 6 and not rejected  # the gold answers earn 1 through the kind's own reward
     run_batch = lambda calls: [ExecResult("ok", 2 * c.args[0]) for c in calls]  # noqa: E731 - `double` itself
     negation = tasks[0]  # Which x gives -2? -> -1
-    got = score_batch([(negation, "<answer>-1</answer>"), (negation, "<answer>1</answer>"), (negation, "no")], run_batch,
-                      format_penalty=-0.5)  # fmt: skip
+    got = score_batch(
+        [(negation, "<answer>-1</answer>"), (negation, "<answer>1</answer>"), (negation, "no")], run_batch, format_penalty=-0.5
+    )
     assert got == [(1.0, None), (0.0, None), (-0.5, "no_answer")]
 
 

@@ -19,8 +19,14 @@ from unified.sandbox.executor import Executor
 from unified.text.prompts import program_prompt
 from unified.types import Problem, Program, TestCase
 
-PROBLEM = Problem("Toy/1", "toy", "Write a function that adds one to a number.", "inc",
-                  (TestCase((1,), 2), TestCase((5,), 6)), hidden=(TestCase((100,), 101),))  # fmt: skip
+PROBLEM = Problem(
+    "Toy/1",
+    "toy",
+    "Write a function that adds one to a number.",
+    "inc",
+    (TestCase((1,), 2), TestCase((5,), 6)),
+    hidden=(TestCase((100,), 101),),
+)
 BROKEN = Program("Toy/1", "Toy/1#p0", "def inc(x):\n    return x\n", "inc")
 GOOD = Program("Toy/1", "Toy/1#p1", "def inc(x):\n    return x + 1\n", "inc")
 RIGHT = "```python\ndef inc(x):\n    return x + 1\n```"
@@ -37,7 +43,9 @@ def executor():
 
 def _task(programs=(BROKEN, GOOD), failures=None, passing=frozenset({"Toy/1#p1"})):
     failures = {"Toy/1#p0": "(1,) -> 1"} if failures is None else failures
-    return build_tasks([PROBLEM], list(programs), [], ("repair",), BuildOptions(visible_passing=passing, visible_failures=failures))
+    return build_tasks(
+        [PROBLEM], list(programs), [], ("repair",), BuildOptions(visible_passing=passing, visible_failures=failures)
+    )
 
 
 def test_the_prompt_shows_the_failing_program_and_the_sandboxs_words():
@@ -60,8 +68,9 @@ def test_nothing_to_repair_or_no_example_value_builds_no_task():
 @pytest.mark.parametrize("mode, expected", [("binary", [1.0, 0.0, -0.5]), ("graded", [1.0, -0.3, -0.5])])
 def test_reward_on_right_wrong_and_unreadable_fixes(executor, mode, expected):
     [task], _ = _task()
-    got = score_batch([(task, text) for text in (RIGHT, WRONG, UNREADABLE)], executor.run_batch, format_penalty=-0.5,
-                      solve_reward=mode)  # fmt: skip
+    got = score_batch(
+        [(task, text) for text in (RIGHT, WRONG, UNREADABLE)], executor.run_batch, format_penalty=-0.5, solve_reward=mode
+    )
     assert [r for r, _ in got] == expected and [why for _, why in got] == [None, None, "no_code"]
 
 

@@ -13,8 +13,30 @@ from unified.values import to_literal
 
 accepts = pytest.importorskip("xgrammar.testing")._is_grammar_accept_string
 FENCE = "```"
-VALUES = [0, -7, 2.5, 1e-05, -0.125, float("inf"), "it's", 'say "hi"', "a\nb", "", True, None, [], (), (1,), (1, "x"),
-          [1, [2, (3, 4)]], {"a": [1, 2]}, {}, {1, 2}, set(), {"k": {"n": None}}]  # fmt: skip
+VALUES = [
+    0,
+    -7,
+    2.5,
+    1e-05,
+    -0.125,
+    float("inf"),
+    "it's",
+    'say "hi"',
+    "a\nb",
+    "",
+    True,
+    None,
+    [],
+    (),
+    (1,),
+    (1, "x"),
+    [1, [2, (3, 4)]],
+    {"a": [1, 2]},
+    {},
+    {1, 2},
+    set(),
+    {"k": {"n": None}},
+]
 
 
 @pytest.mark.parametrize("value", VALUES, ids=repr)
@@ -23,8 +45,17 @@ def test_every_literal_the_project_writes_is_inside_the_deduction_shape(value):
     assert accepts(shapes.literal_answer(), text), text
 
 
-@pytest.mark.parametrize("text", ["<answer>[1, 2</answer>", "<answer>x</answer>", "[1]", "<answer>1</answer> and more",
-                                  "<answer>f(1)</answer>", "<answer>1 + 2</answer>"])  # fmt: skip
+@pytest.mark.parametrize(
+    "text",
+    [
+        "<answer>[1, 2</answer>",
+        "<answer>x</answer>",
+        "[1]",
+        "<answer>1</answer> and more",
+        "<answer>f(1)</answer>",
+        "<answer>1 + 2</answer>",
+    ],
+)
 def test_the_deduction_shape_refuses_what_is_not_one_literal(text):
     assert not accepts(shapes.literal_answer(), text)
 
@@ -41,11 +72,13 @@ def test_code_shapes_define_the_entry_point_with_a_body():
     body = "def f(a, b):\n    import math\n\n    return math.gcd(a, b)\n\ndef helper():\n    return 1\n"
     assert accepts(shapes.code_answer("f", tagged=False), f"{FENCE}python\n{body}{FENCE}")
     assert accepts(shapes.code_answer("f", tagged=True), f"<answer>\n{FENCE}python\n{body}{FENCE}\n</answer>")
-    for bad in (f"{FENCE}python\ndef f(a):\n{FENCE}",  # no body
-                f"{FENCE}python\ndef f(a):\n    # your code here\n{FENCE}",  # a comment for a body
-                f"{FENCE}python\ndef g(a):\n    return a\n{FENCE}",  # another name
-                f"Here you go:\n{FENCE}python\ndef f(a):\n    return a\n{FENCE}",  # chatter first
-                f"{FENCE}python\ndef f(a):\n    return a\n{FENCE}\nThis returns a."):  # chatter after  # fmt: skip
+    for bad in (
+        f"{FENCE}python\ndef f(a):\n{FENCE}",  # no body
+        f"{FENCE}python\ndef f(a):\n    # your code here\n{FENCE}",  # a comment for a body
+        f"{FENCE}python\ndef g(a):\n    return a\n{FENCE}",  # another name
+        f"Here you go:\n{FENCE}python\ndef f(a):\n    return a\n{FENCE}",  # chatter first
+        f"{FENCE}python\ndef f(a):\n    return a\n{FENCE}\nThis returns a.",
+    ):  # chatter after
         assert not accepts(shapes.code_answer("f", tagged=False), bad), bad
 
 
@@ -57,11 +90,15 @@ def test_input_lines_are_count_calls_that_phase_2_reads():
     assert not accepts(g, f"{FENCE}python\nf(1, 2)\n{FENCE}")  # too few
 
 
-PROBLEM = Problem("P/1", "mbpp", "Write a function that returns the shared items of two tuples.", "shared",
-                  (TestCase(((1, 2), (2, 3)), (2,)),))  # fmt: skip
+PROBLEM = Problem(
+    "P/1", "mbpp", "Write a function that returns the shared items of two tuples.", "shared", (TestCase(((1, 2), (2, 3)), (2,)),)
+)
 PROGRAM = Program("P/1", "P/1#p0", "def shared(a, b):\n    return tuple(x for x in a if x in b)\n", "shared")
-TRIPLES = [IOTriple("P/1", "P/1#p0", ((1, 2), (2, 3)), (2,), "visible"), IOTriple("P/1", "P/1#p0", (("a",), ()), (), "proposed"),
-           IOTriple("P/1", "P/1#p0", ((1.5, 2), (1.5,)), (1.5,), "proposed")]  # fmt: skip
+TRIPLES = [
+    IOTriple("P/1", "P/1#p0", ((1, 2), (2, 3)), (2,), "visible"),
+    IOTriple("P/1", "P/1#p0", (("a",), ()), (), "proposed"),
+    IOTriple("P/1", "P/1#p0", ((1.5, 2), (1.5,)), (1.5,), "proposed"),
+]
 
 
 @pytest.mark.parametrize("kind", ["deduction", "abduction", "induction"])
@@ -103,18 +140,24 @@ def _reference_solutions():
 
 def test_every_reference_solution_of_both_benchmarks_is_inside_the_code_shape():
     solutions = list(_reference_solutions())
-    refused = [tid for tid, entry, code in solutions
-               if not accepts(shapes.code_answer(entry, tagged=False), f"{FENCE}python\n{code}{FENCE}")]  # fmt: skip
+    refused = [
+        tid
+        for tid, entry, code in solutions
+        if not accepts(shapes.code_answer(entry, tagged=False), f"{FENCE}python\n{code}{FENCE}")
+    ]
     assert len(solutions) > 560 and refused == []
 
 
-@pytest.mark.parametrize("body", [
-    "    return \"(\" + x + ']'  # it's a bracket ( in a comment\n",
-    "    y = [\n        1,  # first (\n        2,\n    ]\n    return {k: (v,) for k, v in zip(y, x)}\n",
-    '    """A docstring: it\'s ( ] "quoted", with `code` in it.\n\n    More lines.\n    """\n    return x\n',
-    "    s = f'{x!r:>{3}}' + r'\\d(' + b'['.decode()\n    return s\n",
-    "    return x \\\n        + 1\n",
-])  # fmt: skip
+@pytest.mark.parametrize(
+    "body",
+    [
+        "    return \"(\" + x + ']'  # it's a bracket ( in a comment\n",
+        "    y = [\n        1,  # first (\n        2,\n    ]\n    return {k: (v,) for k, v in zip(y, x)}\n",
+        '    """A docstring: it\'s ( ] "quoted", with `code` in it.\n\n    More lines.\n    """\n    return x\n',
+        "    s = f'{x!r:>{3}}' + r'\\d(' + b'['.decode()\n    return s\n",
+        "    return x \\\n        + 1\n",
+    ],
+)
 def test_the_code_shape_keeps_brackets_strings_comments_and_lines_as_python_writes_them(body):
     text = f"{FENCE}python\ndef f(x):\n{body}{FENCE}"
     assert accepts(shapes.code_answer("f", tagged=False), text), text

@@ -14,9 +14,14 @@ from unified.sandbox.config import ExecutorConfig
 from unified.sandbox.executor import Executor
 from unified.types import Problem, Program, TestCase
 
-PROBLEM = Problem("Toy/1", "toy", "Write a function that adds one to a number.", "inc",
-                  (TestCase((1,), 2), TestCase((5,), 6), TestCase((-1,), 0)),
-                  hidden=(TestCase((100,), 101),))  # fmt: skip
+PROBLEM = Problem(
+    "Toy/1",
+    "toy",
+    "Write a function that adds one to a number.",
+    "inc",
+    (TestCase((1,), 2), TestCase((5,), 6), TestCase((-1,), 0)),
+    hidden=(TestCase((100,), 101),),
+)
 RIGHT = "```python\ndef inc(x):\n    return x + 1\n```"
 HALF = "```python\ndef inc(x):\n    return x + 1 if x > 0 else 7\n```"  # 2 of 3 visible pass
 WRONG = "```python\ndef inc(x):\n    return x\n```"
@@ -37,15 +42,22 @@ def _task(programs=(), passing=None):
     return tasks[0]
 
 
-@pytest.mark.parametrize("mode, expected", [
-    ("binary", [1.0, 0.0, 0.0, 0.0, -0.5]),
-    ("fraction", [1.0, 2 / 3, 0.0, 0.0, -0.5]),
-    ("graded", [1.0, -0.3, -0.3, -0.6, -0.5]),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    "mode, expected",
+    [
+        ("binary", [1.0, 0.0, 0.0, 0.0, -0.5]),
+        ("fraction", [1.0, 2 / 3, 0.0, 0.0, -0.5]),
+        ("graded", [1.0, -0.3, -0.3, -0.6, -0.5]),
+    ],
+)
 def test_reward_on_right_wrong_erroring_and_missing_code(executor, mode, expected):
     task = _task()
-    got = score_batch([(task, text) for text in (RIGHT, HALF, WRONG, ERROR, MISSING)], executor.run_batch,
-                      format_penalty=-0.5, solve_reward=mode)  # fmt: skip
+    got = score_batch(
+        [(task, text) for text in (RIGHT, HALF, WRONG, ERROR, MISSING)],
+        executor.run_batch,
+        format_penalty=-0.5,
+        solve_reward=mode,
+    )
     assert [round(r, 6) for r, _ in got] == [round(e, 6) for e in expected]
     assert [why for _, why in got] == [None, None, None, None, "no_code"]
 
@@ -81,8 +93,13 @@ def test_a_problem_without_visible_values_gets_no_task():
 
 
 def test_code_prompt_imports_are_added_as_phase_1_adds_them(executor):
-    he = Problem("HE/0", "toy", "from typing import List\n\n\ndef total(xs: List[int]) -> int:\n    \"\"\"Sum.\"\"\"\n",
-                 "total", (TestCase(([1, 2],), 3),))  # fmt: skip
+    he = Problem(
+        "HE/0",
+        "toy",
+        'from typing import List\n\n\ndef total(xs: List[int]) -> int:\n    """Sum."""\n',
+        "total",
+        (TestCase(([1, 2],), 3),),
+    )
     task = build_tasks([he], [], [], ("solve",), BuildOptions())[0][0]
     answer = "```python\ndef total(xs: List[int]) -> int:\n    return sum(xs)\n```"  # no import: List undefined
     assert score_batch([(task, answer)], executor.run_batch)[0] == (1.0, None)

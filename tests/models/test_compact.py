@@ -55,8 +55,12 @@ def test_a_lora_adapter_merges_back_exactly_as_the_trainer_merged_it(tmp_path):
     from unified.trainer.policy import build_policy
     from unified.trainer.tuning import TuningConfig
 
-    policy = build_policy(str(default_model_dir()), device=init_distributed("cpu").device, dtype="float32",
-                          tuning=TuningConfig(method="lora", lora_r=4))  # fmt: skip
+    policy = build_policy(
+        str(default_model_dir()),
+        device=init_distributed("cpu").device,
+        dtype="float32",
+        tuning=TuningConfig(method="lora", lora_r=4),
+    )
     with torch.no_grad():  # a trained adapter: B is no longer zero
         for n, p in policy.module.named_parameters():
             if "lora_B" in n:
@@ -67,5 +71,7 @@ def test_a_lora_adapter_merges_back_exactly_as_the_trainer_merged_it(tmp_path):
     assert manifest["base"] == "tiny"
     config = json.loads((tmp_path / "compact" / "adapter" / "adapter_config.json").read_text())
     assert config["base_model_name_or_path"] == "tiny"  # no path of this machine in a committed file
-    back = load_file(f"{compact.materialize(tmp_path / 'compact', default_model_dir(), cache=tmp_path / 'cache')}/model.safetensors")
+    back = load_file(
+        f"{compact.materialize(tmp_path / 'compact', default_model_dir(), cache=tmp_path / 'cache')}/model.safetensors"
+    )
     assert set(back) == set(served) and all(torch.equal(back[n], served[n]) for n in served)

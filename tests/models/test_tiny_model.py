@@ -2,7 +2,15 @@
 
 import torch
 
-from unified.models.tiny_model import ARCH, SEED, _build_tokenizer, build_tiny_model, default_model_dir, save_random_qwen2, weights_digest
+from unified.models.tiny_model import (
+    ARCH,
+    SEED,
+    _build_tokenizer,
+    build_tiny_model,
+    default_model_dir,
+    save_random_qwen2,
+    weights_digest,
+)
 
 
 def test_build_is_deterministic(tmp_path):
@@ -26,7 +34,9 @@ def test_loads_in_transformers_with_chat_template():
     n_params = sum(p.numel() for p in model.parameters())
     assert 1e6 <= n_params <= 5e6
     assert model.config.model_type == "qwen2"
-    text = tok.apply_chat_template([{"role": "user", "content": "def f(x): return x"}], add_generation_prompt=True, tokenize=False)
+    text = tok.apply_chat_template(
+        [{"role": "user", "content": "def f(x): return x"}], add_generation_prompt=True, tokenize=False
+    )
     assert text.endswith("<|im_start|>assistant\n")
     ids = tok(text, return_tensors="pt").input_ids
     assert tok.decode(ids[0]) == text  # byte-level BPE round-trips

@@ -40,7 +40,10 @@ def test_free_text_answers_stop_at_their_kinds_end_and_shaped_ones_never():
 @pytest.fixture(scope="module")
 def problems():
     with build_executor(ExecutorConfig(workers=2, timeout_s=2.0)) as ex:
-        yield ex, with_expected_outputs([replace(p, hidden=p.hidden[:3]) for p in load_problems("mbpp", ids=["Mbpp/2"])], ex.run_batch)
+        yield (
+            ex,
+            with_expected_outputs([replace(p, hidden=p.hidden[:3]) for p in load_problems("mbpp", ids=["Mbpp/2"])], ex.run_batch),
+        )
 
 
 @pytest.mark.parametrize("stop", [True, False])

@@ -7,8 +7,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from unified.pipeline.consolidation import (FOUND, GREEDY, Greedy, Target, agreement, choose, from_state, round_targets,
-                                            to_state)  # fmt: skip
+from unified.pipeline.consolidation import FOUND, GREEDY, Greedy, Target, agreement, choose, from_state, round_targets, to_state
 from unified.sandbox.executor import ExecutorConfig
 from unified.sandbox.executors import build_executor
 from unified.types import Completion, IOTriple, Problem, Program, TestCase
@@ -60,9 +59,13 @@ def _round(passing_codes: list[str]):
     programs = tuple(Program("P", f"P#p{i}", code, "f") for i, code in enumerate(passing_codes))
     outputs = {DOUBLE: lambda x: 2 * x, PLUS: lambda x: 2 * x, SQUARE: lambda x: x * x}
     triples = tuple(IOTriple("P", p.program_id, (x,), outputs[p.code](x), "proposed") for p in programs for x in (3, 5))
-    return SimpleNamespace(problems=(problem,), program_candidates=programs, triples=triples,
-                           program_completions={"P": tuple(_c(-1.0 - i) for i in range(len(programs)))},
-                           visible_passing=frozenset(p.program_id for p in programs))  # fmt: skip
+    return SimpleNamespace(
+        problems=(problem,),
+        program_candidates=programs,
+        triples=triples,
+        program_completions={"P": tuple(_c(-1.0 - i) for i in range(len(programs)))},
+        visible_passing=frozenset(p.program_id for p in programs),
+    )
 
 
 @pytest.fixture(scope="module")

@@ -9,8 +9,13 @@ import statistics
 import pytest
 
 from unified.pipeline.discovery import (
-    downsample, first_passing, found_answers, samples_per_problem, update_found, with_replay,
-)  # fmt: skip
+    downsample,
+    first_passing,
+    found_answers,
+    samples_per_problem,
+    update_found,
+    with_replay,
+)
 from unified.types import Completion
 
 
@@ -39,12 +44,15 @@ def test_downsampling_keeps_every_rare_pass_and_the_most_variance():
     assert statistics.pvariance(every[1]) >= statistics.pvariance(every[0])
 
 
-@pytest.mark.parametrize("rewards, n, expected", [
-    ([0.0] * 8, 8, list(range(8))),  # a group of the group size: untouched
-    ([1.0, 0.0], 8, [0, 1]),  # a smaller one too
-    ([0.0] * 12, 4, [0, 1, 2, 3]),  # silent: the first n (it trains nothing either way)
-    ([0.2, -0.5, 1.0, 0.6, 0.0, -0.5], 4, [1, 2, 3, 5]),  # graded rewards: the top two and the bottom two
-])
+@pytest.mark.parametrize(
+    "rewards, n, expected",
+    [
+        ([0.0] * 8, 8, list(range(8))),  # a group of the group size: untouched
+        ([1.0, 0.0], 8, [0, 1]),  # a smaller one too
+        ([0.0] * 12, 4, [0, 1, 2, 3]),  # silent: the first n (it trains nothing either way)
+        ([0.2, -0.5, 1.0, 0.6, 0.0, -0.5], 4, [1, 2, 3, 5]),  # graded rewards: the top two and the bottom two
+    ],
+)
 def test_downsample_cases(rewards, n, expected):
     assert downsample(rewards, n) == expected
 

@@ -11,8 +11,12 @@ from unified.types import Task
 
 
 def _tasks(counts: dict[str, int]) -> list[Task]:
-    return [Task(f"P/{i}#p0:{kind}:{j}", kind, f"P/{i}", f"P/{i}#p0", "prompt", "gold", "f", "", ())
-            for kind, n in counts.items() for i in range(n) for j in range(1)]  # fmt: skip
+    return [
+        Task(f"P/{i}#p0:{kind}:{j}", kind, f"P/{i}", f"P/{i}#p0", "prompt", "gold", "f", "", ())
+        for kind, n in counts.items()
+        for i in range(n)
+        for j in range(1)
+    ]
 
 
 def test_the_largest_round_that_keeps_every_share():

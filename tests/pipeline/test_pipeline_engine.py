@@ -26,8 +26,16 @@ def _engine():
 
     init_distributed("cpu")  # the process group must exist before vLLM
     return engine_mod.build_engine(
-        "vllm_cpu", str(default_model_dir()), dtype="float32", max_model_len=1024, seed=0, kv_cache_gib=1,
-        gpu_memory_utilization=0.4, tensor_parallel_size=1, retries=2, retry_backoff_s=0.1,
+        "vllm_cpu",
+        str(default_model_dir()),
+        dtype="float32",
+        max_model_len=1024,
+        seed=0,
+        kv_cache_gib=1,
+        gpu_memory_utilization=0.4,
+        tensor_parallel_size=1,
+        retries=2,
+        retry_backoff_s=0.1,
     )
 
 
@@ -36,8 +44,15 @@ def test_round_through_the_tiny_vllm_engine(tmp_path):
     engine = _engine()
     from unified.pipeline.generation import SamplingConfig
 
-    cfg = pipeline_config(max_tasks=None, keep_passing_visible=True, balance_kinds=True, 
-        seed_programs="canonical", num_programs=2, program_max_tokens=48, num_proposed_inputs=2, input_max_tokens=48
+    cfg = pipeline_config(
+        max_tasks=None,
+        keep_passing_visible=True,
+        balance_kinds=True,
+        seed_programs="canonical",
+        num_programs=2,
+        program_max_tokens=48,
+        num_proposed_inputs=2,
+        input_max_tokens=48,
     )
     with build_executor(ExecutorConfig(workers=2, timeout_s=2.0)) as executor:
         problems = [replace(p, hidden=p.hidden[:3]) for p in load_problems("mbpp", ids=["Mbpp/2", "Mbpp/63"])]
@@ -52,7 +67,9 @@ def test_round_through_the_tiny_vllm_engine(tmp_path):
         assert all(r.reason in REASONS[r.stage] for r in data.rejections)
         assert {t.kind for t in data.tasks} == set(cfg.kinds)
 
-        completions = engine.generate([t.messages for t in data.tasks], SamplingConfig(n=2, temperature=1.0, max_tokens=32, seed=0))
+        completions = engine.generate(
+            [t.messages for t in data.tasks], SamplingConfig(n=2, temperature=1.0, max_tokens=32, seed=0)
+        )
         assert [len(c) for c in completions] == [2] * len(data.tasks)
         scores = score_rollouts(data.tasks, completions, executor, cfg)
         penalty = {cfg.format_penalty, 0.0}  # format_penalty_when=no_signal: the penalty or, with a signal, 0

@@ -16,8 +16,9 @@ from tests.helpers.pipeline_config import pipeline_config
 from unified.pipeline.phases import cap_tasks
 from unified.types import Problem, Task, TestCase
 
-DOUBLE = Problem(problem_id="Toy/9", benchmark="toy", prompt="Double x.", entry_point="f",
-                 visible=(TestCase((1,), 2), TestCase((3,), 6)))  # fmt: skip
+DOUBLE = Problem(
+    problem_id="Toy/9", benchmark="toy", prompt="Double x.", entry_point="f", visible=(TestCase((1,), 2), TestCase((3,), 6))
+)
 PROGRAMS = ["```python\ndef f(x):\n    return 2 * x\n```", "```python\ndef f(x):\n    return x + 1\n```"]  # right, wrong
 
 
@@ -27,8 +28,15 @@ def _respond(text, sampling):
 
 @pytest.fixture(scope="module")
 def round_data():
-    cfg = pipeline_config(num_programs=2, num_proposed_inputs=2, evaluate_baseline=False, keep_passing_visible=False,
-                          induction_needs_visible=True, balance_kinds=False, max_tasks=None)  # fmt: skip
+    cfg = pipeline_config(
+        num_programs=2,
+        num_proposed_inputs=2,
+        evaluate_baseline=False,
+        keep_passing_visible=False,
+        induction_needs_visible=True,
+        balance_kinds=False,
+        max_tasks=None,
+    )
     with build_executor(ExecutorConfig(workers=2)) as executor:
         return phases_1_4([DOUBLE], ScriptedGenerator(_respond), executor, cfg, round_index=1, seed=0)
 
@@ -43,8 +51,14 @@ def test_failing_program_still_gives_deduction_and_abduction_but_no_induction(ro
 
 
 def test_without_the_rule_induction_comes_from_every_program():
-    cfg = pipeline_config(num_programs=2, num_proposed_inputs=2, evaluate_baseline=False, keep_passing_visible=False,
-                          induction_needs_visible=False, balance_kinds=False)  # fmt: skip
+    cfg = pipeline_config(
+        num_programs=2,
+        num_proposed_inputs=2,
+        evaluate_baseline=False,
+        keep_passing_visible=False,
+        induction_needs_visible=False,
+        balance_kinds=False,
+    )
     with build_executor(ExecutorConfig(workers=2)) as executor:
         data = phases_1_4([DOUBLE], ScriptedGenerator(_respond), executor, cfg, round_index=1, seed=0)
     assert sum(t.kind == "induction" for t in data.candidate_tasks) == 2
@@ -64,11 +78,14 @@ def test_cap_keeps_the_mix_is_seeded_and_counts_what_it_drops():
     assert cap_tasks(tasks, None, seed=3) == (tasks, [])
 
 
-@pytest.mark.parametrize("text, expected", [
-    ("it is <answer>[1, 2]\n```", "[1, 2]"),
-    ("<answer>\n```python\ndef f(x):\n    return 1\n```\nmore words", "def f(x):\n    return 1"),
-    ("<answer>3</answer>", "3"),
-    ("<answer>   ", None),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    "text, expected",
+    [
+        ("it is <answer>[1, 2]\n```", "[1, 2]"),
+        ("<answer>\n```python\ndef f(x):\n    return 1\n```\nmore words", "def f(x):\n    return 1"),
+        ("<answer>3</answer>", "3"),
+        ("<answer>   ", None),
+    ],
+)
 def test_an_unclosed_answer_is_read_up_to_its_fence(text, expected):
     assert answer_text(text) == expected

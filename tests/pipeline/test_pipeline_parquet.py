@@ -24,7 +24,15 @@ def round_data():
         problems = [replace(p, hidden=p.hidden[:3]) for p in load_problems("mbpp", ids=["Mbpp/2", "Mbpp/63"])]
         problems = with_expected_outputs(problems, ex.run_batch)
         gen = ScriptedGenerator(lambda text, s: ["no code at all"])
-        yield phases_1_4(problems, gen, ex, pipeline_config(max_tasks=None, keep_passing_visible=True, balance_kinds=True, num_proposed_inputs=4, seed_programs="canonical"), round_index=2)
+        yield phases_1_4(
+            problems,
+            gen,
+            ex,
+            pipeline_config(
+                max_tasks=None, keep_passing_visible=True, balance_kinds=True, num_proposed_inputs=4, seed_programs="canonical"
+            ),
+            round_index=2,
+        )
 
 
 def test_round_files_read_back_with_pandas_and_datasets(round_data, tmp_path):

@@ -11,7 +11,10 @@ from unified.pipeline.validate import REASONS
 from unified.types import Problem, TestCase
 
 TOY = Problem(
-    problem_id="Toy/1", benchmark="toy", prompt="Compute something from the number x.", entry_point="f",
+    problem_id="Toy/1",
+    benchmark="toy",
+    prompt="Compute something from the number x.",
+    entry_point="f",
     visible=(TestCase((1,), None), TestCase((2,), None), TestCase((3,), None), TestCase((range(2),), None)),
 )
 TOY2 = Problem(problem_id="Toy/2", benchmark="toy", prompt="Multiply x by ten.", entry_point="g", visible=(TestCase((5,), 50),))
@@ -50,9 +53,15 @@ def _respond(text, sampling):
 
 @pytest.fixture(scope="module")
 def data():
-    cfg = pipeline_config(max_tasks=None, keep_passing_visible=True, 
-        num_programs=len(F_PROGRAMS), num_proposed_inputs=5, evaluate_baseline=False, max_output_chars=1000,
-        max_tasks_per_kind_per_problem=2, balance_kinds=True,
+    cfg = pipeline_config(
+        max_tasks=None,
+        keep_passing_visible=True,
+        num_programs=len(F_PROGRAMS),
+        num_proposed_inputs=5,
+        evaluate_baseline=False,
+        max_output_chars=1000,
+        max_tasks_per_kind_per_problem=2,
+        balance_kinds=True,
     )
     with build_executor(ExecutorConfig(workers=2, timeout_s=0.5, memory_mb=256)) as executor:
         return phases_1_4([TOY, TOY2], ScriptedGenerator(_respond), executor, cfg, round_index=1, seed=0)
@@ -68,16 +77,35 @@ def test_reasons_point_at_the_right_programs(data):
     index = {name: i for i, name in enumerate(F_PROGRAMS)}
 
     def subjects(stage, reason):
-        return {r.subject.split(":")[0] for r in data.rejections if r.stage == stage and r.reason == reason and r.problem_id == "Toy/1"}
+        return {
+            r.subject.split(":")[0]
+            for r in data.rejections
+            if r.stage == stage and r.reason == reason and r.problem_id == "Toy/1"
+        }
 
     for reason in ("no_code", "syntax", "no_entry_point", "duplicate"):
         assert subjects("program", reason) == {f"Toy/1#p{index[reason]}"}
-    for reason in ("runtime_error", "timeout", "memory", "banned", "crashed", "nondeterministic", "output_too_large", "unserialisable"):
+    for reason in (
+        "runtime_error",
+        "timeout",
+        "memory",
+        "banned",
+        "crashed",
+        "nondeterministic",
+        "output_too_large",
+        "unserialisable",
+    ):
         assert subjects("triple", reason) == {f"Toy/1#p{index[reason]}"}, reason
     assert subjects("task", "gold_mismatch") == {f"Toy/1#p{index['gold_mismatch']}"}
     trivial = {(r.subject.split(":")[0], r.kind) for r in data.rejections if r.reason == "trivial"}
     p_const, p_none = f"Toy/1#p{index['constant']}", f"Toy/1#p{index['returns_none']}"
-    assert trivial == {(p_const, "abduction"), (p_const, "induction"), (p_none, "deduction"), (p_none, "abduction"), (p_none, "induction")}
+    assert trivial == {
+        (p_const, "abduction"),
+        (p_const, "induction"),
+        (p_none, "deduction"),
+        (p_none, "abduction"),
+        (p_none, "induction"),
+    }
     dup = [r for r in data.rejections if r.stage == "task" and r.reason == "duplicate"]
     assert [(r.subject, r.kind) for r in dup] == [(f"Toy/1#p{index['same_behaviour']}:induction:0", "induction")]
     # the failing input only removes that one triple: the other inputs of the program remain
@@ -87,8 +115,12 @@ def test_reasons_point_at_the_right_programs(data):
 def test_input_and_visible_check_reasons(data):
     inputs = sorted((r.reason, r.subject) for r in data.rejections if r.stage == "input")
     assert inputs == [
-        ("duplicate", "(1,)"), ("no_inputs", ""), ("not_a_literal", "f(x)"), ("syntax", "f(4"),
-        ("unserialisable", "(range(0, 2),)"), ("wrong_arity", "f(1, 2)"),
+        ("duplicate", "(1,)"),
+        ("no_inputs", ""),
+        ("not_a_literal", "f(x)"),
+        ("syntax", "f(4"),
+        ("unserialisable", "(range(0, 2),)"),
+        ("wrong_arity", "f(1, 2)"),
     ]
     assert [r.problem_id for r in data.rejections if r.reason == "no_inputs"] == ["Toy/2"]
     assert [r.subject for r in data.rejections if r.reason == "fails_visible"] == ["Toy/2#p1"]
@@ -104,4 +136,6 @@ def test_caps_and_balance(data):
     assert len(set(kept.values())) == 1 and kept["induction"] == 2
     counts = data.rejection_counts()
     assert sum(n for (stage, reason, _), n in counts.items() if reason == "balance") == (2 + 1) * 2 - 2 * 2
-    assert len(data.tasks) + sum(1 for r in data.rejections if r.stage == "task" and r.reason != "too_few_pairs") == len(data.candidate_tasks)
+    assert len(data.tasks) + sum(1 for r in data.rejections if r.stage == "task" and r.reason != "too_few_pairs") == len(
+        data.candidate_tasks
+    )

@@ -71,8 +71,15 @@ def _wrong_answer(task, data):
 
 def test_gold_earns_one_and_wrong_earns_zero_over_a_whole_round(executor):
     problems = _problems("mbpp", FIVE, executor)
-    cfg = pipeline_config(max_tasks=None, keep_passing_visible=True, num_proposed_inputs=4, seed_programs="canonical",
-                          max_tasks_per_kind_per_problem=None, balance_kinds=False, kinds=TASK_KINDS)  # fmt: skip
+    cfg = pipeline_config(
+        max_tasks=None,
+        keep_passing_visible=True,
+        num_proposed_inputs=4,
+        seed_programs="canonical",
+        max_tasks_per_kind_per_problem=None,
+        balance_kinds=False,
+        kinds=TASK_KINDS,
+    )
     data = phases_1_4(problems, script(), executor, cfg, round_index=1, seed=0)
     kinds = {t.kind for t in data.tasks}
     # keep_passing_visible drops every failing program: nothing to repair (tests/kinds/test_repair.py)
@@ -85,7 +92,9 @@ def test_gold_earns_one_and_wrong_earns_zero_over_a_whole_round(executor):
 
 def test_default_config_round_is_capped_and_balanced(executor):
     problems = _problems("mbpp", FIVE, executor)
-    cfg = pipeline_config(max_tasks=None, keep_passing_visible=True, balance_kinds=True, num_proposed_inputs=4, seed_programs="canonical")
+    cfg = pipeline_config(
+        max_tasks=None, keep_passing_visible=True, balance_kinds=True, num_proposed_inputs=4, seed_programs="canonical"
+    )
     data = phases_1_4(problems, script(), executor, cfg, round_index=1, seed=0)
     kept = {k: v for k, v in data.kept_per_kind().items() if k in cfg.kinds}
     assert len(set(kept.values())) == 1 and kept["deduction"] > 0  # balanced
@@ -124,14 +133,26 @@ def test_scripted_programs_and_tuple_inputs_exactly(executor):
             "max_difference": "max_difference([[1, 5], [2, 2]])",
         },
     )
-    cfg = pipeline_config(max_tasks=None, keep_passing_visible=True, num_proposed_inputs=4, num_programs=4, max_tasks_per_kind_per_problem=None, balance_kinds=False, evaluate_baseline=False)
+    cfg = pipeline_config(
+        max_tasks=None,
+        keep_passing_visible=True,
+        num_proposed_inputs=4,
+        num_programs=4,
+        max_tasks_per_kind_per_problem=None,
+        balance_kinds=False,
+        evaluate_baseline=False,
+    )
     data = phases_1_4(problems, gen, executor, cfg, round_index=3, seed=0)
 
     assert [p.program_id for p in data.programs] == ["Mbpp/2#p0", "Mbpp/63#p0"]
     program_rejections = sorted((r.subject, r.reason) for r in data.rejections if r.stage == "program")
     assert program_rejections == [
-        ("Mbpp/2#p1", "duplicate"), ("Mbpp/2#p2", "fails_visible"), ("Mbpp/2#p3", "no_code"),
-        ("Mbpp/63#p1", "duplicate"), ("Mbpp/63#p2", "duplicate"), ("Mbpp/63#p3", "duplicate"),
+        ("Mbpp/2#p1", "duplicate"),
+        ("Mbpp/2#p2", "fails_visible"),
+        ("Mbpp/2#p3", "no_code"),
+        ("Mbpp/63#p1", "duplicate"),
+        ("Mbpp/63#p2", "duplicate"),
+        ("Mbpp/63#p3", "duplicate"),
     ]  # the scripted generator repeats Mbpp/63's one program to fill n=4
     input_rejections = sorted(r.reason for r in data.rejections if r.stage == "input")
     assert input_rejections == ["duplicate", "wrong_arity"]
@@ -153,11 +174,24 @@ def test_scripted_programs_and_tuple_inputs_exactly(executor):
 def test_humaneval_round_and_pass_at_1(executor):
     problems = _problems("humaneval", ["HumanEval/0", "HumanEval/1"], executor)
     he0, he1 = problems
-    body = he0.canonical_solution[len(he0.prompt):]
+    body = he0.canonical_solution[len(he0.prompt) :]
     # the greedy answer for HumanEval/0 leaves out the prompt's `from typing import List`
     answer = f"```python\ndef has_close_elements(numbers: List[float], threshold: float) -> bool:\n{body}```"
-    gen = script(greedy={"has_close_elements": answer, "separate_paren_groups": "```python\ndef separate_paren_groups(s):\n    return []\n```"})
-    cfg = pipeline_config(max_tasks=None, keep_passing_visible=True, num_proposed_inputs=4, seed_programs="canonical", num_programs=2, max_tasks_per_kind_per_problem=None, balance_kinds=False)
+    gen = script(
+        greedy={
+            "has_close_elements": answer,
+            "separate_paren_groups": "```python\ndef separate_paren_groups(s):\n    return []\n```",
+        }
+    )
+    cfg = pipeline_config(
+        max_tasks=None,
+        keep_passing_visible=True,
+        num_proposed_inputs=4,
+        seed_programs="canonical",
+        num_programs=2,
+        max_tasks_per_kind_per_problem=None,
+        balance_kinds=False,
+    )
     data = phases_1_4(problems, gen, executor, cfg, round_index=1, seed=0, evaluate=True)
     assert data.pass_at_1 == {"HumanEval/0": 1.0, "HumanEval/1": 0.0}
     greedy_calls = [s for _, s in gen.calls if s.temperature == 0]
@@ -169,7 +203,12 @@ def test_humaneval_round_and_pass_at_1(executor):
 
 def test_mbpp_pass_at_1_on_hidden_tests(executor):
     problems = _problems("mbpp", ["Mbpp/2", "Mbpp/63"], executor, hidden=20)
-    gen = script(greedy={"similar_elements": f"```python\n{SIMILAR}```", "max_difference": "```python\ndef max_difference(t):\n    return 0\n```"})
+    gen = script(
+        greedy={
+            "similar_elements": f"```python\n{SIMILAR}```",
+            "max_difference": "```python\ndef max_difference(t):\n    return 0\n```",
+        }
+    )
     cfg = pipeline_config(max_tasks=None, keep_passing_visible=True, balance_kinds=True, num_programs=0, num_proposed_inputs=0)
     data = phases_1_4(problems, gen, executor, cfg, round_index=1, evaluate=True)
     assert data.pass_at_1 == {"Mbpp/2": 1.0, "Mbpp/63": 0.0}
@@ -185,7 +224,14 @@ def test_hidden_tests_never_reach_tasks_prompts_or_rewards(executor):
         greedy={"similar_elements": f"```python\n{SIMILAR}```"},
         inputs={"similar_elements": "similar_elements((1, 2), (2, 3))"},
     )
-    cfg = pipeline_config(max_tasks=None, keep_passing_visible=True, num_proposed_inputs=4, seed_programs="canonical", max_tasks_per_kind_per_problem=None, balance_kinds=False)
+    cfg = pipeline_config(
+        max_tasks=None,
+        keep_passing_visible=True,
+        num_proposed_inputs=4,
+        seed_programs="canonical",
+        max_tasks_per_kind_per_problem=None,
+        balance_kinds=False,
+    )
     data = phases_1_4([sentinel], gen, executor, cfg, round_index=1, evaluate=True)
     assert data.pass_at_1 == {"Mbpp/2": 1.0}  # evaluation did read the hidden case
     assert data.tasks
@@ -267,8 +313,15 @@ def test_the_budget_samples_each_problem_its_own_count_and_self_play_keeps_the_g
     assert asked == [(1, 2), (2, 6)]  # one call per count, ascending
     assert {pid: len(g) for pid, g in data.program_completions.items()} == {"Mbpp/2": 2, "Mbpp/3": 6, "Mbpp/4": 6}
     assert data.visible_passing == {"Mbpp/3#p5"}
-    assert {p.program_id for p in data.programs} == {"Mbpp/2#p0", "Mbpp/2#p1", "Mbpp/3#p0", "Mbpp/3#p1", "Mbpp/3#p5",
-                                                     "Mbpp/4#p0", "Mbpp/4#p1"}  # fmt: skip
+    assert {p.program_id for p in data.programs} == {
+        "Mbpp/2#p0",
+        "Mbpp/2#p1",
+        "Mbpp/3#p0",
+        "Mbpp/3#p1",
+        "Mbpp/3#p5",
+        "Mbpp/4#p0",
+        "Mbpp/4#p1",
+    }
     again = phases_1_4(problems, script(programs=programs), executor, cfg, round_index=1, seed=0, samples=None)
     assert {pid: len(g) for pid, g in again.program_completions.items()} == {"Mbpp/2": 2, "Mbpp/3": 2, "Mbpp/4": 2}
     assert again.visible_passing == frozenset()  # the pass was the 6th sample

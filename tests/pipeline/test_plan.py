@@ -28,8 +28,11 @@ def test_a_plan_derives_every_seed_once_and_each_lever_from_the_state():
 
 
 def test_each_lever_off_is_its_own_field():
-    cfg = replace(TrainConfig(), algorithm=AlgorithmConfig(sft_coef=0.0, consolidate_passes=2),
-                  trainer=TrainerConfig(eval_every=2, update_weights=False))  # fmt: skip
+    cfg = replace(
+        TrainConfig(),
+        algorithm=AlgorithmConfig(sft_coef=0.0, consolidate_passes=2),
+        trainer=TrainerConfig(eval_every=2, update_weights=False),
+    )
     cfg = replace(cfg, pipeline=replace(cfg.pipeline, discovery_n=0, replay=False))
     plan = plan_round(RunState(found={"P/1": A}), cfg, IDS, 2)
     assert (plan.samples, plan.replay, plan.supervised, plan.evaluate) == (None, {}, None, False)
@@ -47,17 +50,24 @@ def test_a_silent_problem_is_drawn_by_the_selection_rule():
 
 def test_the_supervised_answers_put_this_rounds_pass_first():
     plan = RoundPlan.of(IDS, supervised={"P/1": A, "P/2": B})
-    data = SimpleNamespace(problems=[SimpleNamespace(problem_id=i) for i in IDS], program_completions={"P/2": [A, B]},
-                           visible_passing=frozenset({"P/2#p0"}))  # fmt: skip
+    data = SimpleNamespace(
+        problems=[SimpleNamespace(problem_id=i) for i in IDS],
+        program_completions={"P/2": [A, B]},
+        visible_passing=frozenset({"P/2#p0"}),
+    )
     assert plan.supervised_answers(data) == [A, A]  # P/2's newest pass: this round's first passing sample
     assert RoundPlan.of(IDS).supervised_answers(data) == []  # the term off
 
 
 def test_the_state_after_a_round_applies_it_once():
-    data = SimpleNamespace(tasks=[SimpleNamespace(task_id="t1", problem_id="P/1"), SimpleNamespace(task_id="t2", problem_id="P/2")],
-                           program_completions={"P/2": [B]}, visible_passing=frozenset({"P/2#p0"}))  # fmt: skip
+    data = SimpleNamespace(
+        tasks=[SimpleNamespace(task_id="t1", problem_id="P/1"), SimpleNamespace(task_id="t2", problem_id="P/2")],
+        program_completions={"P/2": [B]},
+        visible_passing=frozenset({"P/2#p0"}),
+    )
     rows = [Rollout(1, "t1", "solve", "x", r, None, "stop", 1, 0) for r in (0.0, 1.0)] + [
-        Rollout(1, "t2", "solve", "x", 0.0, None, "stop", 1, 0)] * 2  # fmt: skip
+        Rollout(1, "t2", "solve", "x", 0.0, None, "stop", 1, 0)
+    ] * 2
     plan = RoundPlan.of(["P/1", "P/2"])
     state = RunState(found={"P/1": A}, signal_history={"P/3": (True,)})
     after = state.after(plan, data, SimpleNamespace(rollouts=rows, targets=None))

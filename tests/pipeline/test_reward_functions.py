@@ -19,8 +19,17 @@ def executor():
 
 def _task(kind, cases, shown=(), program=PAIR_PROGRAM, entry="pair_sum", atol=0.0):
     return Task(
-        task_id=f"t:{kind}", kind=kind, problem_id="t", program_id="t#p0", prompt="?", gold="",
-        entry_point=entry, program=program, cases=tuple(cases), shown=tuple(shown), atol=atol,
+        task_id=f"t:{kind}",
+        kind=kind,
+        problem_id="t",
+        program_id="t#p0",
+        prompt="?",
+        gold="",
+        entry_point=entry,
+        program=program,
+        cases=tuple(cases),
+        shown=tuple(shown),
+        atol=atol,
     )
 
 
@@ -79,7 +88,10 @@ def test_induction_runs_the_candidate_on_held_out_pairs(executor):
     assert score(INDUCTION, TWO_OF_THREE, executor, partial_credit=True) == (pytest.approx(2 / 3), None)
     loops = "<answer>\ndef pair_sum(x, y):\n    while True:\n        pass\n</answer>"
     assert score(INDUCTION, loops, executor, partial_credit=True) == (0.0, None)
-    assert score(INDUCTION, "<answer>def other(x, y): return 1</answer>", executor, format_penalty=-0.5) == (-0.5, "no_entry_point")
+    assert score(INDUCTION, "<answer>def other(x, y): return 1</answer>", executor, format_penalty=-0.5) == (
+        -0.5,
+        "no_entry_point",
+    )
     assert score(INDUCTION, "<answer>def pair_sum(x, y) return</answer>", executor, format_penalty=-0.5) == (-0.5, "syntax")
 
 

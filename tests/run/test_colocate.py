@@ -90,8 +90,7 @@ def _recorded(policy, hf_engine, noted):
 
 def _samples(engine, n: int) -> list[Sample]:
     groups = engine.generate(["def add(a, b):"], SamplingConfig(n=n, temperature=1.0, max_tokens=6, seed=3))
-    return [Sample(c.prompt_token_ids, c.token_ids, c.logprobs, float(i % 2), "g", c.version)
-            for i, c in enumerate(groups[0])]  # fmt: skip
+    return [Sample(c.prompt_token_ids, c.token_ids, c.logprobs, float(i % 2), "g", c.version) for i, c in enumerate(groups[0])]
 
 
 def _train(policy, engine, turns, samples, update_steps: int = 1):
@@ -210,9 +209,15 @@ def test_an_engine_asleep_refuses_generate_and_push_then_wakes(policy, hf_engine
 
 @pytest.mark.parametrize(
     "setting, backend, cuda, expected",
-    [(None, "vllm", True, True), (None, "vllm", False, False), (None, "hf", True, False),
-     (None, "vllm_cpu", False, False), (True, "hf", False, True), (False, "vllm", True, False)],
-)  # fmt: skip
+    [
+        (None, "vllm", True, True),
+        (None, "vllm", False, False),
+        (None, "hf", True, False),
+        (None, "vllm_cpu", False, False),
+        (True, "hf", False, True),
+        (False, "vllm", True, False),
+    ],
+)
 def test_sleep_between_phases_resolves_on_for_cuda_vllm_only(setting, backend, cuda, expected):
     assert resolve_sleep(setting, backend, cuda) is expected
 

@@ -12,14 +12,18 @@ def _problem(pid: str, visible=((1,), 2)) -> Problem:
 
 
 def _task(pid: str, cases) -> Task:
-    return Task(f"{pid}#solve:solve:0", "solve", pid, f"{pid}#solve", "p", "", "f", "code", tuple(TestCase(a, e) for a, e in cases))
+    return Task(
+        f"{pid}#solve:solve:0", "solve", pid, f"{pid}#solve", "p", "", "f", "code", tuple(TestCase(a, e) for a, e in cases)
+    )
 
 
 def test_counts_and_shares():
     problems = [_problem("A"), _problem("B"), _problem("C"), _problem("D", visible=None)]
-    tasks = [_task("A", [((1,), 2), ((5,), 10)]),  # agrees with its example
-             _task("B", [((1,), 3)]),  # contradicts it
-             _task("D", [((0,), 0)])]  # no example to compare with  # fmt: skip
+    tasks = [
+        _task("A", [((1,), 2), ((5,), 10)]),  # agrees with its example
+        _task("B", [((1,), 3)]),  # contradicts it
+        _task("D", [((0,), 0)]),
+    ]  # no example to compare with
     part = agreement_counts(problems, tasks, {"A": True, "B": False, "D": True})
     assert part == dict(problems=4, labelled=3, scored=3, accurate=2, comparable=2, contradicts=1)
     merged = agreement_metrics([part, dict(problems=2, labelled=1, scored=1, accurate=1, comparable=0, contradicts=0)])

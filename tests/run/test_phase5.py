@@ -17,8 +17,13 @@ from unified.pipeline.phases import program_sampling
 from unified.pipeline.plan import RoundPlan
 from unified.pipeline.tasks import build_tasks
 from unified.run.phase5 import (
-    Learner, _reusable, pack_by_signal, phase_1_groups, tasks_per_chunk, train_on_tasks,
-)  # fmt: skip
+    Learner,
+    _reusable,
+    pack_by_signal,
+    phase_1_groups,
+    tasks_per_chunk,
+    train_on_tasks,
+)
 from unified.sandbox.config import ExecutorConfig
 from unified.sandbox.executor import Executor
 from unified.schema import AlgorithmConfig
@@ -97,12 +102,21 @@ def _train(tasks, learner, executor, sampling, problems, round_index=1, reuse=No
     """`train_on_tasks` on a round whose phase 1 sampled `reuse` (prompt -> its group) as phase 5
     samples, planned with `replay` (problem id -> a found answer) and `supervised` (problem id -> one)."""
     by_prompt = {program_prompt(p): p.problem_id for p in problems}
-    data = SimpleNamespace(tasks=tuple(tasks), problems=list(problems), visible_passing=frozenset(),
-                           program_completions={by_prompt[k]: list(v) for k, v in (reuse or {}).items()})  # fmt: skip
-    plan = replace(RoundPlan.of([p.problem_id for p in problems], round_index), sampling=sampling, replay=replay or {},
-                   supervised=supervised)  # fmt: skip
-    pipeline = pipeline_config(kinds=("solve",), num_programs=sampling.n, program_temperature=sampling.temperature,
-                               program_max_tokens=sampling.max_tokens)  # fmt: skip
+    data = SimpleNamespace(
+        tasks=tuple(tasks),
+        problems=list(problems),
+        visible_passing=frozenset(),
+        program_completions={by_prompt[k]: list(v) for k, v in (reuse or {}).items()},
+    )
+    plan = replace(
+        RoundPlan.of([p.problem_id for p in problems], round_index), sampling=sampling, replay=replay or {}, supervised=supervised
+    )
+    pipeline = pipeline_config(
+        kinds=("solve",),
+        num_programs=sampling.n,
+        program_temperature=sampling.temperature,
+        program_max_tokens=sampling.max_tokens,
+    )
     return train_on_tasks(data, learner, executor, pipeline, plan)
 
 
@@ -115,11 +129,18 @@ def executor():
 
 def test_phase_1s_groups_fill_one_chunk_by_signal_and_the_rest_is_generated_afresh(executor):
     names = [f"inc_{c}" for c in "abcde"]
-    problems = [Problem(f"Toy/{i}", "toy", f"Write {n}: add one.", n, (TestCase((1,), 2), TestCase((5,), 6)))
-                for i, n in enumerate(names)]  # fmt: skip
+    problems = [
+        Problem(f"Toy/{i}", "toy", f"Write {n}: add one.", n, (TestCase((1,), 2), TestCase((5,), 6))) for i, n in enumerate(names)
+    ]
     tasks, rejections = build_tasks(problems, [], [], ("solve",), BuildOptions())
     assert not rejections and len(tasks) == 5
-    answers = [(WRONG, WRONG), (RIGHT, WRONG), (WRONG, WRONG), (WRONG, RIGHT), (RIGHT, WRONG)]  # silent, signal, silent, signal, signal
+    answers = [
+        (WRONG, WRONG),
+        (RIGHT, WRONG),
+        (WRONG, WRONG),
+        (WRONG, RIGHT),
+        (RIGHT, WRONG),
+    ]  # silent, signal, silent, signal, signal
     reuse = {t.prompt: [_completion(a.format(n)) for a in pair] for t, n, pair in zip(tasks, names, answers)}
     engine = RecordingEngine(names)
     # 1 sample per step, max_staleness 3: 4 steps per generation, a budget of 4 training samples = 2 groups of 2
@@ -143,8 +164,14 @@ def test_no_reuse_generates_every_task_in_chunks(executor):
     engine = RecordingEngine(names)
     algorithm = AlgorithmConfig(micro_batch_size=1, accum_steps=1, update_steps=1, max_staleness=1)  # 2 steps: 1 task of 2
     learner = Learner(SimpleNamespace(version=5), algorithm, engine, pad_token_id=0, update_weights=False)
-    result = _train(tasks, learner, executor, SamplingConfig(n=2, temperature=1.0, max_tokens=16, seed=1), problems,
-                    reuse={t.prompt: [_completion("x", version=0)] * 2 for t in tasks})  # fmt: skip
+    result = _train(
+        tasks,
+        learner,
+        executor,
+        SamplingConfig(n=2, temperature=1.0, max_tokens=16, seed=1),
+        problems,
+        reuse={t.prompt: [_completion("x", version=0)] * 2 for t in tasks},
+    )
     assert result.reused_groups == 0  # version 0 is too old at version 5
     assert engine.asked == [[t.messages] for t in tasks] and len(result.rollouts) == 6
     assert engine.ends == [[AnswerEnd(FENCE_END, t.entry_point)] for t in tasks]  # free-text answers stop at their end
@@ -156,8 +183,14 @@ def test_phase_1s_groups_are_reused_only_when_phase_1_sampled_as_phase_5_does():
     data = SimpleNamespace(problems=[problem], program_completions={"Toy/0": ["c1", "c2"]})
     same = program_sampling(pipeline, 0)
     assert phase_1_groups(data, pipeline, same) == {program_prompt(problem): ["c1", "c2"]}
-    assert phase_1_groups(data, pipeline, SamplingConfig(n=same.n + 1, temperature=same.temperature, top_p=same.top_p,
-                                                         max_tokens=same.max_tokens)) == {}  # fmt: skip
+    assert (
+        phase_1_groups(
+            data,
+            pipeline,
+            SamplingConfig(n=same.n + 1, temperature=same.temperature, top_p=same.top_p, max_tokens=same.max_tokens),
+        )
+        == {}
+    )
     assert phase_1_groups(data, pipeline, replace(same, temperature=same.temperature + 0.1)) == {}
     wide = SimpleNamespace(problems=[problem], program_completions={"Toy/0": ["c1", "c2", "c3"]})  # a discovery group
     assert phase_1_groups(wide, pipeline, same) == {program_prompt(problem): ["c1", "c2", "c3"]}
@@ -187,14 +220,26 @@ def test_a_found_answer_replays_into_a_later_group_with_its_recorded_logprobs(ex
     tasks, _ = build_tasks(problems, [], [], ("solve",), BuildOptions())
     # a discovery group of 6 (> n = 4): a, all wrong (its replay enters); b, one fresh pass (its replay stays out);
     # c, all wrong and nothing found
-    reuse = {tasks[0].prompt: [_completion(WRONG.format("inc_a"), 5)] * 6,
-             tasks[1].prompt: [_completion(WRONG.format("inc_b"), 5)] * 5 + [_completion(RIGHT.format("inc_b"), 5)],
-             tasks[2].prompt: [_completion(WRONG.format("inc_c"), 5)] * 6}  # fmt: skip
-    found = {"Toy/0": Completion(RIGHT.format("inc_a"), (1, 2), (3, 4, 5), (-2.5, -0.1, -0.2), "stop", 0),
-             "Toy/1": Completion(RIGHT.format("inc_b"), (1, 2), (3,), (-3.0,), "stop", 1)}  # fmt: skip
+    reuse = {
+        tasks[0].prompt: [_completion(WRONG.format("inc_a"), 5)] * 6,
+        tasks[1].prompt: [_completion(WRONG.format("inc_b"), 5)] * 5 + [_completion(RIGHT.format("inc_b"), 5)],
+        tasks[2].prompt: [_completion(WRONG.format("inc_c"), 5)] * 6,
+    }
+    found = {
+        "Toy/0": Completion(RIGHT.format("inc_a"), (1, 2), (3, 4, 5), (-2.5, -0.1, -0.2), "stop", 0),
+        "Toy/1": Completion(RIGHT.format("inc_b"), (1, 2), (3,), (-3.0,), "stop", 1),
+    }
     learner = _RecordingLearner(RecordingEngine(names), AlgorithmConfig(max_staleness=3))
-    result = _train(tasks, learner, executor, SamplingConfig(n=4, temperature=1.0, max_tokens=16, seed=1), problems,
-                    round_index=3, reuse=reuse, replay=found)  # fmt: skip
+    result = _train(
+        tasks,
+        learner,
+        executor,
+        SamplingConfig(n=4, temperature=1.0, max_tokens=16, seed=1),
+        problems,
+        round_index=3,
+        reuse=reuse,
+        replay=found,
+    )
     assert result.replayed_groups == 1 and learner.engine.asked == []  # every group came from phase 1
     samples = learner.samples[0]
     groups = {g: [s for s in samples if s.group == g] for g in {s.group for s in samples}}
@@ -214,8 +259,14 @@ def test_without_replay_a_discovery_group_trains_its_max_variance_subset(executo
     tasks, _ = build_tasks([problem], [], [], ("solve",), BuildOptions())
     group = [_completion(WRONG.format("inc_a"), 5)] * 7 + [_completion(RIGHT.format("inc_a"), 5)]
     learner = _RecordingLearner(RecordingEngine(["inc_a"]), AlgorithmConfig(max_staleness=3))
-    result = _train(tasks, learner, executor, SamplingConfig(n=4, temperature=1.0, max_tokens=16, seed=1), [problem],
-                    reuse={tasks[0].prompt: group})  # fmt: skip
+    result = _train(
+        tasks,
+        learner,
+        executor,
+        SamplingConfig(n=4, temperature=1.0, max_tokens=16, seed=1),
+        [problem],
+        reuse={tasks[0].prompt: group},
+    )
     assert [s.reward for s in learner.samples[0]] == [0.0, 0.0, 0.0, 1.0] and result.replayed_groups == 0
 
 
@@ -227,18 +278,31 @@ def test_found_answers_train_once_in_the_first_chunk_and_are_not_rollout_rows(ex
     names = ["inc_a", "inc_b", "inc_c"]
     problems = [Problem(f"Toy/{i}", "toy", f"Write {n}: add one.", n, (TestCase((1,), 2),)) for i, n in enumerate(names)]
     tasks, _ = build_tasks(problems, [], [], ("solve",), BuildOptions())
-    found = [Completion(RIGHT.format("inc_a"), (1, 2), (3, 4, 5), (-2.5, -0.1, -0.2), "stop", 0),
-             Completion(RIGHT.format("inc_c"), (1, 9), (3,), (-3.0,), "stop", 4)]  # fmt: skip
-    learner = _RecordingLearner(RecordingEngine(names), AlgorithmConfig(micro_batch_size=1, accum_steps=1, update_steps=1,
-                                                                        max_staleness=1, sft_coef=1.0))  # fmt: skip
+    found = [
+        Completion(RIGHT.format("inc_a"), (1, 2), (3, 4, 5), (-2.5, -0.1, -0.2), "stop", 0),
+        Completion(RIGHT.format("inc_c"), (1, 9), (3,), (-3.0,), "stop", 4),
+    ]
+    learner = _RecordingLearner(
+        RecordingEngine(names), AlgorithmConfig(micro_batch_size=1, accum_steps=1, update_steps=1, max_staleness=1, sft_coef=1.0)
+    )
     reuse = {t.prompt: [_completion(WRONG.format(n), 5), _completion(RIGHT.format(n), 5)] for t, n in zip(tasks, names)}
-    result = _train(tasks, learner, executor, SamplingConfig(n=2, temperature=1.0, max_tokens=16, seed=1), problems,
-                    round_index=2, reuse=reuse if reused else None, supervised={"Toy/0": found[0], "Toy/2": found[1]})  # fmt: skip
+    result = _train(
+        tasks,
+        learner,
+        executor,
+        SamplingConfig(n=2, temperature=1.0, max_tokens=16, seed=1),
+        problems,
+        round_index=2,
+        reuse=reuse if reused else None,
+        supervised={"Toy/0": found[0], "Toy/2": found[1]},
+    )
     assert len(learner.samples) >= 2  # more than one chunk trained: only the first takes the answers
     first, rest = learner.samples[0], [s for chunk in learner.samples[1:] for s in chunk]
     mine = [s for s in first if s.supervised]
     assert [(s.token_ids, s.logprobs, s.version, s.reward) for s in mine] == [
-        ((3, 4, 5), (-2.5, -0.1, -0.2), 0, 1.0), ((3,), (-3.0,), 4, 1.0)]
+        ((3, 4, 5), (-2.5, -0.1, -0.2), 0, 1.0),
+        ((3,), (-3.0,), 4, 1.0),
+    ]
     assert len({s.group for s in mine}) == 2 and not {s.group for s in mine} & {s.group for s in first if not s.supervised}
     assert not any(s.supervised for s in rest)
     assert len(result.rollouts) == 6 and all(r.reward in (0.0, 1.0) for r in result.rollouts)

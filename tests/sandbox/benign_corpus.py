@@ -161,5 +161,20 @@ def f():
 """,
 }
 
-SAFE = ("platform", "uname", "umask", "affinity", "ids", "sysconf", "paths", "time", "datetime", "calendar", "hashlib",
-        "random", "logging", "sys", "locale")  # fmt: skip
+SAFE = (
+    "platform",
+    "uname",
+    "umask",
+    "affinity",
+    "ids",
+    "sysconf",
+    "paths",
+    "time",
+    "datetime",
+    "calendar",
+    "hashlib",
+    "random",
+    "logging",
+    "sys",
+    "locale",
+)

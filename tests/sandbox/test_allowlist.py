@@ -37,9 +37,24 @@ def test_the_filter_builds_and_names_only_real_calls():
     import pyseccomp
 
     unknown = [n for n in CALLS + tuple(CONDITIONAL) if pyseccomp.resolve_syscall(pyseccomp.Arch.NATIVE, n) < 0]
-    assert set(unknown) <= {"open", "stat", "lstat", "select", "pipe", "getdents", "access", "readlink", "getpgrp"}, unknown  # x86_64-only names
-    for absent in ("sysinfo", "io_setup", "io_submit", "statfs", "fstatfs", "execve", "memfd_create",
-                   "fadvise64", "readahead", "mincore", "flock", "inotify_init1", "keyctl"):  # fmt: skip
+    assert set(unknown) <= {"open", "stat", "lstat", "select", "pipe", "getdents", "access", "readlink", "getpgrp"}, (
+        unknown
+    )  # x86_64-only names
+    for absent in (
+        "sysinfo",
+        "io_setup",
+        "io_submit",
+        "statfs",
+        "fstatfs",
+        "execve",
+        "memfd_create",
+        "fadvise64",
+        "readahead",
+        "mincore",
+        "flock",
+        "inotify_init1",
+        "keyctl",
+    ):
         assert absent not in CALLS and absent not in CONDITIONAL, absent
     assert CONDITIONAL["prctl"] == (((0, "eq", 22), (1, "eq", 2)),)  # PR_SET_SECCOMP with a filter: only more refusals
     assert CONDITIONAL["preadv2"] == (((5, "eq", 0),),)  # no RWF_NOWAIT: no page-cache probe
@@ -79,15 +94,19 @@ def f(numbers):
     out['getpid'] = os.getpid()  # on the list: PID 1 of the call's namespace
     return out
 """
-NUMBERS = {"sysinfo": 99, "io_setup": 206, "prctl": 157, "memfd_create": 319, "unshare newuser": 272,
-           "a future call": 500}  # fmt: skip
+NUMBERS = {"sysinfo": 99, "io_setup": 206, "prctl": 157, "memfd_create": 319, "unshare newuser": 272, "a future call": 500}
 
 
 @x86_64
 def test_calls_off_the_list_answer_eperm_inside_a_call(bare):
     numbers = dict(NUMBERS)
-    r = bare.run(REFUSED.replace("raw(nr, ctypes.addressof(buf), 0, 0)", "raw(nr, 0x10000000 if nr == 272 else ctypes.addressof(buf), 0, 0)"),
-                 "f", (numbers,))  # fmt: skip
+    r = bare.run(
+        REFUSED.replace(
+            "raw(nr, ctypes.addressof(buf), 0, 0)", "raw(nr, 0x10000000 if nr == 272 else ctypes.addressof(buf), 0, 0)"
+        ),
+        "f",
+        (numbers,),
+    )
     assert r.ok, r
     got = r.value
     assert {k: got[k] for k in NUMBERS} == {k: -EPERM for k in NUMBERS}, got  # io_setup: no AIO slot taken either
@@ -162,7 +181,10 @@ def test_every_canonical_solution_runs_under_the_list_exactly_as_without_a_filte
         without = ex.run_batch(calls)
     # values as EvalPlus compares them: three MBPP+ solutions return tuple(set(...)), whose order differs from
     # run to run, filter or not
-    differ = [(p.problem_id, a, b) for ((p, case), _), a, b in zip(jobs, under, without)
-              if (a.status, a.error) != (b.status, b.error) or not output_matches(p, case.args, a.value, b.value)]  # fmt: skip
+    differ = [
+        (p.problem_id, a, b)
+        for ((p, case), _), a, b in zip(jobs, under, without)
+        if (a.status, a.error) != (b.status, b.error) or not output_matches(p, case.args, a.value, b.value)
+    ]
     assert not differ, f"{len(differ)} of {len(calls)} calls differ: {differ[:3]}"
     assert sum(r.ok for r in under) >= 0.99 * len(calls)  # the comparison is not between two failures

@@ -31,8 +31,17 @@ ENV = {"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8", "LC_ALL": "C.UTF-8", "PYTHONH
 def _plain() -> dict:
     # In a session of its own, as every call is: a session inherited from a container's init can
     # lie outside the PID namespace, and os.getsid(0) then answers 0 (seen in CI).
-    done = subprocess.run([sys.executable, "-I", "-c", PLAIN], input=json.dumps(PROGRAMS), capture_output=True,
-                          text=True, env=ENV, cwd="/tmp", timeout=120, check=True, start_new_session=True)  # fmt: skip
+    done = subprocess.run(
+        [sys.executable, "-I", "-c", PLAIN],
+        input=json.dumps(PROGRAMS),
+        capture_output=True,
+        text=True,
+        env=ENV,
+        cwd="/tmp",
+        timeout=120,
+        check=True,
+        start_new_session=True,
+    )
     return {name: ast.literal_eval(text) for name, text in json.loads(done.stdout).items()}
 
 

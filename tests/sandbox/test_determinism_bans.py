@@ -27,11 +27,11 @@ def test_an_answer_that_imports_datetime_and_hashlib_is_judged_by_its_value(pool
 
 
 def test_the_determinism_check_still_refuses_them(pool):
-    (a, b), = pool.run_twice([ExecCall(DATED, "f", (2024,))])
+    ((a, b),) = pool.run_twice([ExecCall(DATED, "f", (2024,))])
     assert a.status == b.status == "banned" and "datetime" in a.error and "determinism" in a.error, (a, b)
     reusing = ReusingExecutor(pool)
     assert reusing.run_batch([ExecCall(DATED, "f", (2024,))])[0].value == EXPECTED
-    (a, b), = reusing.run_twice([ExecCall(DATED, "f", (2024,)), ExecCall("def f(y):\n    return y", "f", (1,))])[:1]
+    ((a, b),) = reusing.run_twice([ExecCall(DATED, "f", (2024,)), ExecCall("def f(y):\n    return y", "f", (1,))])[:1]
     assert a.status == b.status == "banned", (a, b)  # remembered from run_batch, refused here all the same
 
 

@@ -202,10 +202,14 @@ def test_cli_exits_0_when_the_program_fails(tmp_path):
 
 @pytest.mark.parametrize(
     "args, message",
-    [(["missing.py", "--entry", "f"], "cannot read"), (["PROG", "--entry", "f", "--args", "[1,"], "--args"),
-     (["PROG", "--entry", "f", "--args", "{1: 2}"], "list"), (["PROG"], "--entry"),
-     (["PROG", "--entry", "f", "--timeout", "-1"], "timeout_s")],
-)  # fmt: skip
+    [
+        (["missing.py", "--entry", "f"], "cannot read"),
+        (["PROG", "--entry", "f", "--args", "[1,"], "--args"),
+        (["PROG", "--entry", "f", "--args", "{1: 2}"], "list"),
+        (["PROG"], "--entry"),
+        (["PROG", "--entry", "f", "--timeout", "-1"], "timeout_s"),
+    ],
+)
 def test_cli_bad_input_exits_2_with_one_line(tmp_path, args, message):
     program = tmp_path / "prog.py"
     program.write_text(INC)

@@ -92,11 +92,14 @@ NAN_SIGN = "import math\ndef f(x):\n    return math.copysign(1.0, x)\n"  # deter
 def test_a_call_is_known_by_the_bytes_its_child_receives_not_by_how_its_arguments_print(pool):
     ex = ReusingExecutor(pool)
     assert repr((math.nan,)) == repr((-math.nan,))  # what the key was
-    assert [r.value for r in ex.run_batch([ExecCall(NAN_SIGN, "f", (math.nan,)), ExecCall(NAN_SIGN, "f", (-math.nan,))])] == [1.0, -1.0]
+    assert [r.value for r in ex.run_batch([ExecCall(NAN_SIGN, "f", (math.nan,)), ExecCall(NAN_SIGN, "f", (-math.nan,))])] == [
+        1.0,
+        -1.0,
+    ]
     ex.forget()
     assert ex.run(NAN_SIGN, "f", (math.nan,)).value == 1.0
     assert ex.run(NAN_SIGN, "f", (-math.nan,)).value == -1.0  # not the remembered answer of f(nan)
-    (first, second), = ex.run_twice([ExecCall(NAN_SIGN, "f", (-math.nan,))])
+    ((first, second),) = ex.run_twice([ExecCall(NAN_SIGN, "f", (-math.nan,))])
     assert first.value == second.value == -1.0  # a deterministic program is not taken for a nondeterministic one
     assert ex.run(NAN_SIGN, "f", (-math.nan,)).value == -1.0 and ex.stats()["reused"] >= 2  # and it is remembered
 

@@ -27,11 +27,13 @@ def test_the_manifest_holds_the_interpreter_its_libraries_and_no_test_suite():
 def test_calls_run_on_the_copy_with_the_whole_stdlib_they_may_use():
     with Executor(ExecutorConfig(workers=1)) as ex:
         assert ex.isolation["runtime_copy"] is True
-        code = ("import os, json, decimal, fractions, re, collections, heapq, bisect, math, string\n"
-                "def f():\n"
-                "    here = os.path.dirname(os.__file__)\n"
-                "    return (os.path.isdir(os.path.join(here, 'test')), os.listdir(os.path.join(here, 'site-packages')),\n"
-                "            str(decimal.Decimal(1) / 4), json.loads('[1]'))\n")  # fmt: skip
+        code = (
+            "import os, json, decimal, fractions, re, collections, heapq, bisect, math, string\n"
+            "def f():\n"
+            "    here = os.path.dirname(os.__file__)\n"
+            "    return (os.path.isdir(os.path.join(here, 'test')), os.listdir(os.path.join(here, 'site-packages')),\n"
+            "            str(decimal.Decimal(1) / 4), json.loads('[1]'))\n"
+        )
         r = ex.run(code, "f")
     assert r.ok and r.value == (False, [], "0.25", [1]), r  # the host's stdlib has a test/ directory: not this one
 
@@ -89,7 +91,7 @@ def test_the_copy_is_a_read_only_tmpfs_of_its_own_whose_counters_show_nothing_of
     assert os.path.ismount(copy) and os.stat(copy).st_dev != os.stat(runtime.SHM).st_dev  # not /dev/shm's file system
     own = os.statvfs(copy)
     assert own.f_flag & os.ST_RDONLY and own.f_blocks != os.statvfs(runtime.SHM).f_blocks  # sealed: its counters never move
-    code = "import os\ndef f():\n    try:\n        s = os.statvfs(os.__file__)\n        return s.f_blocks, s.f_bfree\n    except OSError as e:\n        return e.errno\n"  # fmt: skip
+    code = "import os\ndef f():\n    try:\n        s = os.statvfs(os.__file__)\n        return s.f_blocks, s.f_bfree\n    except OSError as e:\n        return e.errno\n"
     with Executor(ExecutorConfig(workers=1, banned_modules=(), banned_calls=())) as ex:
         r = ex.run(code, "f")
     assert r.ok and r.value in (1, (own.f_blocks, own.f_bfree)), r  # EPERM (the allowlist), or the copy's own numbers

@@ -92,11 +92,20 @@ COLLIDING = "{" + ", ".join(str(k * M61 + 7) for k in range(1, 2000)) + "}"
 # ------------------------------------------------------------------ decoding
 
 
-@pytest.mark.parametrize("text, limit", [
-    ("0x" + "f" * 60_000, "int"), (HUGE_HEX, "longer"), ("-0b" + "1" * 20_000, "int"), ("[" + "0x" + "f" * 5000 + "]", "int"),
-    (BIG_NAN_SET, "long"), (COLLIDING, "hash"), ("{%s: 1}" % COLLIDING[1:-1].replace(", ", ": 1, "), "hash"),
-    ("[" * 150 + "]" * 150, "deep"),
-], ids=["hex", "huge_hex", "bin", "hex_in_list", "nan_set", "colliding_set", "colliding_dict", "deep"])  # fmt: skip
+@pytest.mark.parametrize(
+    "text, limit",
+    [
+        ("0x" + "f" * 60_000, "int"),
+        (HUGE_HEX, "longer"),
+        ("-0b" + "1" * 20_000, "int"),
+        ("[" + "0x" + "f" * 5000 + "]", "int"),
+        (BIG_NAN_SET, "long"),
+        (COLLIDING, "hash"),
+        ("{%s: 1}" % COLLIDING[1:-1].replace(", ", ": 1, "), "hash"),
+        ("[" * 150 + "]" * 150, "deep"),
+    ],
+    ids=["hex", "huge_hex", "bin", "hex_in_list", "nan_set", "colliding_set", "colliding_dict", "deep"],
+)
 def test_oversized_or_colliding_replies_are_bad_replies(text, limit):
     (r, events) = work(parse_reply, reply(text), MAX_OUT, ExecResult)
     assert r is not _TooMuchWork and r.status == "bad_reply", (limit, r)
@@ -121,10 +130,19 @@ def test_model_text_with_a_huge_hex_int_is_not_a_literal():
 # ------------------------------------------------------------------ display
 
 
-@pytest.mark.parametrize("value", [
-    16**300_000 - 1, [16**300_000], {"k": [[[[16**5000]]]]}, [[]] * 10**6, "x" * 10**7,
-    list(range(10**5)), [[[[[[[[[[1]]]]]]]]]] * 1000,
-], ids=["huge_int", "huge_int_in_list", "deep_huge_int", "many_lists", "long_str", "long_list", "nested"])  # fmt: skip
+@pytest.mark.parametrize(
+    "value",
+    [
+        16**300_000 - 1,
+        [16**300_000],
+        {"k": [[[[16**5000]]]]},
+        [[]] * 10**6,
+        "x" * 10**7,
+        list(range(10**5)),
+        [[[[[[[[[[1]]]]]]]]]] * 1000,
+    ],
+    ids=["huge_int", "huge_int_in_list", "deep_huge_int", "many_lists", "long_str", "long_list", "nested"],
+)
 def test_display_is_bounded_and_never_raises(value):
     text = display(value)
     assert isinstance(text, str) and 0 < len(text) <= 2000
@@ -149,7 +167,7 @@ def test_comparing_nan_sets_costs_work_linear_in_their_size():
     a, b = from_literal(text), from_literal(text)  # equal by our rules (nan == nan), no common object
     same, events = work(values_equal, a, b)
     assert same is True and events < 40 * n, events
-    c = from_literal(nan_set_text(n - 1) [:-1] + ", complex(nan, -1.0)}")
+    c = from_literal(nan_set_text(n - 1)[:-1] + ", complex(nan, -1.0)}")
     differ, events = work(values_equal, a, c)
     assert differ is False and events < 40 * n, events
     with_tolerance, events = work(values_equal, a, b, 1e-9)

@@ -28,7 +28,9 @@ def _files():
     return sorted(os.path.join(root, n) for n in os.listdir(root) if n.startswith(('cp', 'mac', 'iso8859')))
 """
 
-PAGE_CACHE = FILES + """
+PAGE_CACHE = (
+    FILES
+    + """
 def put(bits):
     for path, bit in zip(_files(), bits):
         with open(path, 'rb') as fh:
@@ -48,6 +50,7 @@ def get(n):
                 out += '0'
     return out
 """
+)
 
 
 def _bare(workers: int = 1) -> Executor:
@@ -85,7 +88,9 @@ def test_the_page_cache_probes_are_refused():
 # ---- the same channel as a reward hack: an induction answer that decodes a stash
 
 BITS = 14  # outputs < 10007
-LEAKER = FILES + f"""
+LEAKER = (
+    FILES
+    + f"""
 def f(x):
     y = (x * 7919) % 10007
     for k, path in enumerate(_files()[(x - 1) * {BITS}: x * {BITS}]):
@@ -95,7 +100,10 @@ def f(x):
                 os.pread(fh.fileno(), 1, 0)
     return y
 """
-READER = FILES + f"""
+)
+READER = (
+    FILES
+    + f"""
 def f(x):
     y = 0
     for k, path in enumerate(_files()[(x - 1) * {BITS}: x * {BITS}]):
@@ -108,13 +116,16 @@ def f(x):
                 pass
     return y
 """
+)
 PROBLEM = Problem("Toy/stash", "toy", "Scramble x.", "f", (TestCase((1,), 7919),))
 
 
 def test_an_induction_answer_that_reads_a_page_cache_stash_earns_nothing():
     program = Program(PROBLEM.problem_id, "Toy/stash#p0", LEAKER, "f")
-    triples = [IOTriple(PROBLEM.problem_id, program.program_id, (k,), (k * 7919) % 10007, "visible" if k == 1 else "proposed")
-               for k in (1, 2, 3)]  # fmt: skip
+    triples = [
+        IOTriple(PROBLEM.problem_id, program.program_id, (k,), (k * 7919) % 10007, "visible" if k == 1 else "proposed")
+        for k in (1, 2, 3)
+    ]
     with _bare(2) as pool:  # phase 2: the program runs on its inputs (and stashes, where it can)
         pool.run_batch([ExecCall(LEAKER, "f", t.args) for t in triples])
     (task,), _ = induction.build(PROBLEM, program, triples, BuildOptions(shown_pairs=1))

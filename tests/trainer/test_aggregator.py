@@ -61,8 +61,17 @@ def step_on(agg, *losses, engine=None):
 def _samples(n: int, seed: int = 0, version: int = 0) -> list[Sample]:
     """n samples in groups of 4 with differing rewards (every group has signal)."""
     gen = torch.Generator().manual_seed(seed)
-    return [Sample((5, 6, 7), tuple(torch.randint(10, 4000, (4,), generator=gen).tolist()), (-8.3,) * 4, float(i % 2),
-                   f"g{i // 4}", version) for i in range(n)]  # fmt: skip
+    return [
+        Sample(
+            (5, 6, 7),
+            tuple(torch.randint(10, 4000, (4,), generator=gen).tolist()),
+            (-8.3,) * 4,
+            float(i % 2),
+            f"g{i // 4}",
+            version,
+        )
+        for i in range(n)
+    ]
 
 
 @pytest.fixture(scope="module")
@@ -77,8 +86,14 @@ def _policy(device):
 def _batch(seed: int = 0, rows: int = 2):
     gen = torch.Generator().manual_seed(seed)
     samples = [
-        Sample(tuple(torch.randint(10, 4000, (4,), generator=gen).tolist()), tuple(torch.randint(10, 4000, (3,), generator=gen).tolist()),
-               (0.0,) * 3, 0.0, "g", 0)
+        Sample(
+            tuple(torch.randint(10, 4000, (4,), generator=gen).tolist()),
+            tuple(torch.randint(10, 4000, (3,), generator=gen).tolist()),
+            (0.0,) * 3,
+            0.0,
+            "g",
+            0,
+        )
         for _ in range(rows)
     ]
     return collate(samples, [torch.zeros(3)] * rows, pad_id=0)
@@ -176,7 +191,9 @@ def test_aggregator_nonfinite_gradient_skips_the_step(device):
     weights = _weights(policy)
     opt_state = {k: {s: v.clone() if torch.is_tensor(v) else v for s, v in st.items()} for k, st in optimizer.state.items()}
 
-    result = step_on(agg, _loss(policy, seed=3), _loss(policy, seed=4, scale=float("nan")), engine=engine)  # one poisoned contribution
+    result = step_on(
+        agg, _loss(policy, seed=3), _loss(policy, seed=4, scale=float("nan")), engine=engine
+    )  # one poisoned contribution
     assert not result.stepped and not math.isfinite(result.grad_norm) and result.version == 1
     assert _same(_weights(policy), weights)
     for key, state in optimizer.state.items():
@@ -208,7 +225,13 @@ def test_aggregator_state_dict_round_trip_and_stats_keys(device, tmp_path):
     other.load_state_dict(loaded)
     assert other.stats() == stats and other.staleness(0) == 2
     # a checkpoint from before global_step and the pending counts were dropped still loads
-    old = {**state, "global_step": state["version"], "total_micro_batches": 5, "pending_contributions": 0, "open_micro_batches": 0}
+    old = {
+        **state,
+        "global_step": state["version"],
+        "total_micro_batches": 5,
+        "pending_contributions": 0,
+        "open_micro_batches": 0,
+    }
     third = build_aggregator(cfg, policy)
     third.load_state_dict(old)
     assert third.stats() == stats
@@ -274,7 +297,10 @@ def test_aggregator_pushes_into_the_real_engine(vllm_engine, device):
     sampling = SamplingConfig(n=4, temperature=1.0, max_tokens=16, seed=1)
     completions = [c for g in vllm_engine.generate(prompts, sampling) for c in g]
     assert {c.version for c in completions} == {0}
-    samples = [Sample(c.prompt_token_ids, c.token_ids, c.logprobs, float(i % 2), f"p{i // 4}", c.version) for i, c in enumerate(completions)]
+    samples = [
+        Sample(c.prompt_token_ids, c.token_ids, c.logprobs, float(i % 2), f"p{i // 4}", c.version)
+        for i, c in enumerate(completions)
+    ]
     pushes_before = vllm_engine.pushes
     # 8 samples = 2 micro-batches of 4 = 2 contributions = one step
     summary = train_on_samples(samples, agg, cfg, engine=vllm_engine, pad_token_id=0)
@@ -297,8 +323,9 @@ def test_a_replayed_answer_trains_past_max_staleness_under_the_clip(device):
     `max_staleness`; its recorded log-probs are the behaviour policy, so the PPO ratio against
     them is clipped. A stale sample that is not replayed is still dropped."""
     policy = _policy(device)
-    cfg = AlgorithmConfig(micro_batch_size=4, accum_steps=1, update_steps=1, max_staleness=1, clip_ratio_low=0.2,
-                          clip_ratio_high=0.2)  # fmt: skip
+    cfg = AlgorithmConfig(
+        micro_batch_size=4, accum_steps=1, update_steps=1, max_staleness=1, clip_ratio_low=0.2, clip_ratio_high=0.2
+    )
     agg = Aggregator(policy, torch.optim.SGD(policy.parameters(), lr=0.01), cfg)
     agg.version = 9
     # recorded log-probs far below the policy's: ratio = exp(now - (-20)) >> 1 + 0.2 with a positive advantage

@@ -42,7 +42,7 @@ class _ScriptedBackend(Engine):
         for r in requests:
             text = "".join(chr(i) for i in r.prompt_ids)
             key, _, before = text.partition("|")
-            rest = SCRIPTS[key + "|"][len(before):]
+            rest = SCRIPTS[key + "|"][len(before) :]
             new, finish = rest[: r.limit], "stop" if len(rest) <= r.limit else "length"
             found = -1 if r.end is None else new.find(r.end.marker)
             if found >= 0:
@@ -52,9 +52,17 @@ class _ScriptedBackend(Engine):
 
 
 @pytest.mark.parametrize("budget", [8, 30, 45, 200])
-@pytest.mark.parametrize("key,end", [("A|", AnswerEnd(FENCE_END, "f")), ("B|", AnswerEnd(FENCE_END, "f")),
-                                     ("C|", AnswerEnd(TAG_END)), ("C|", AnswerEnd(FENCE_END, "f")),
-                                     ("D|", AnswerEnd(FENCE_END, "f")), ("B|", None)])  # fmt: skip
+@pytest.mark.parametrize(
+    "key,end",
+    [
+        ("A|", AnswerEnd(FENCE_END, "f")),
+        ("B|", AnswerEnd(FENCE_END, "f")),
+        ("C|", AnswerEnd(TAG_END)),
+        ("C|", AnswerEnd(FENCE_END, "f")),
+        ("D|", AnswerEnd(FENCE_END, "f")),
+        ("B|", None),
+    ],
+)
 def test_a_stopped_completion_is_its_script_cut_at_the_answer_end(key, end, budget):
     engine = _ScriptedBackend()
     [[done, again]] = engine.generate([key], SamplingConfig(n=2, temperature=1.0, max_tokens=budget, seed=3), ends=[end])
@@ -68,8 +76,9 @@ def test_a_stopped_completion_is_its_script_cut_at_the_answer_end(key, end, budg
 
 def test_a_false_stop_continues_with_the_rest_of_the_budget_and_a_new_seed():
     engine = _ScriptedBackend()
-    [[done]] = engine.generate(["A|"], SamplingConfig(n=1, temperature=1.0, max_tokens=100, seed=5),
-                               ends=[AnswerEnd(FENCE_END, "f")])  # fmt: skip
+    [[done]] = engine.generate(
+        ["A|"], SamplingConfig(n=1, temperature=1.0, max_tokens=100, seed=5), ends=[AnswerEnd(FENCE_END, "f")]
+    )
     first, [second] = engine.requests[0], engine.requests[1]
     assert len(engine.requests) == 2 and len(first) == 1
     stopped_at = len("Sure:\n```\n")  # the opening fence matched the marker; it closes nothing
@@ -80,13 +89,13 @@ def test_a_false_stop_continues_with_the_rest_of_the_budget_and_a_new_seed():
 
 def test_greedy_copies_continue_once_and_shaped_requests_never_stop_early():
     engine = _ScriptedBackend()
-    [[a, b, c]] = engine.generate(["B|"], SamplingConfig(n=3, temperature=0.0, max_tokens=200),
-                                  ends=[AnswerEnd(FENCE_END, "f")])  # fmt: skip
+    [[a, b, c]] = engine.generate(["B|"], SamplingConfig(n=3, temperature=0.0, max_tokens=200), ends=[AnswerEnd(FENCE_END, "f")])
     assert a.text == b.text == c.text == cut(SCRIPTS["B|"], AnswerEnd(FENCE_END, "f"))
     assert all(len(call) == 1 for call in engine.requests[1:])  # one continuation per call, not three
     engine.SHAPES = True
-    [[shaped]] = engine.generate(["B|"], SamplingConfig(n=1, max_tokens=200), shapes=["root ::= ..."],
-                                 ends=[AnswerEnd(FENCE_END, "f")])  # fmt: skip
+    [[shaped]] = engine.generate(
+        ["B|"], SamplingConfig(n=1, max_tokens=200), shapes=["root ::= ..."], ends=[AnswerEnd(FENCE_END, "f")]
+    )
     assert shaped.text == SCRIPTS["B|"] and engine.requests[-1][0].end is None  # the grammar ends a shaped answer
     with pytest.raises(ValueError, match="answer ends"):
         engine.generate(["A|", "B|"], SamplingConfig(), ends=[None])

@@ -61,8 +61,11 @@ def _cpuinfo(monkeypatch, flags: str | None) -> None:
     monkeypatch.setattr(distributed, "open", fake_open, raising=False)
 
 
-@pytest.mark.parametrize("flags, has", [(EPYC, True), (SAPPHIRE, True), (NO_BF16, False), ("fpu avx2", False), (None, False)],
-                         ids=["avx512_bf16", "amx_bf16", "lookalikes", "avx2", "unreadable"])
+@pytest.mark.parametrize(
+    "flags, has",
+    [(EPYC, True), (SAPPHIRE, True), (NO_BF16, False), ("fpu avx2", False), (None, False)],
+    ids=["avx512_bf16", "amx_bf16", "lookalikes", "avx2", "unreadable"],
+)
 def test_auto_picks_bf16_only_where_the_cpu_flags_show_bf16_units(monkeypatch, flags, has):
     _cpuinfo(monkeypatch, flags)
     assert cpu_has_bf16() is has
@@ -74,6 +77,7 @@ def test_auto_picks_bf16_only_where_the_cpu_flags_show_bf16_units(monkeypatch, f
 
 # ---------------------------------------------------------------- (c) the autocast policy trains
 
+
 @pytest.fixture()
 def bf16_policy():
     policy = build_policy(str(default_model_dir()), device=init_distributed("cpu").device, dtype="bfloat16")
@@ -83,7 +87,9 @@ def bf16_policy():
 
 def _batch(responses, advantages=None, prompt=(5, 6, 7, 8)):
     samples = [Sample(prompt, tuple(r), (0.0,) * len(r), 0.0, "g", 0) for r in responses]
-    return collate(samples, [torch.full((len(r),), float(a)) for r, a in zip(responses, advantages or [0] * len(responses))], pad_id=0)
+    return collate(
+        samples, [torch.full((len(r),), float(a)) for r, a in zip(responses, advantages or [0] * len(responses))], pad_id=0
+    )
 
 
 def _logprobs(policy, mb, grad: bool = False) -> torch.Tensor:
@@ -96,7 +102,11 @@ def test_the_autocast_policy_learns_a_toy_with_float32_master_weights(bf16_polic
     policy = bf16_policy
     mb = _batch([[40, 41, 42, 43, 44, 45], [50, 51, 52, 53, 54, 55]])
     seen = set()  # the dtypes the matrix products produced: bf16 means autocast really ran
-    hooks = [m.register_forward_hook(lambda _m, _i, out: seen.add(out.dtype)) for m in policy.module.modules() if isinstance(m, torch.nn.Linear)]
+    hooks = [
+        m.register_forward_hook(lambda _m, _i, out: seen.add(out.dtype))
+        for m in policy.module.modules()
+        if isinstance(m, torch.nn.Linear)
+    ]
     optimizer = torch.optim.AdamW(policy.trainable_parameters(), lr=1e-2)
     losses, norms = [], []
     for _ in range(12):
@@ -131,8 +141,10 @@ def test_the_trainers_update_on_the_autocast_policy_moves_towards_the_rewarded_a
     for _ in range(4):
         responses = [good, bad, good, bad]
         old = _logprobs(policy, _batch(responses))  # behaviour log-probs: the current policy's
-        samples = [Sample((5, 6, 7, 8), tuple(r), tuple(old[i].tolist()), float(r == good), "g", aggregator.version)
-                   for i, r in enumerate(responses)]  # fmt: skip
+        samples = [
+            Sample((5, 6, 7, 8), tuple(r), tuple(old[i].tolist()), float(r == good), "g", aggregator.version)
+            for i, r in enumerate(responses)
+        ]
         stats = train_on_samples(samples, aggregator, cfg, engine=None, pad_token_id=0)
         assert stats.steps == 1 and math.isfinite(stats.grad_norm) and stats.grad_norm > 0, stats
     assert margin() > start + 1.0, (start, margin())
@@ -141,6 +153,7 @@ def test_the_trainers_update_on_the_autocast_policy_moves_towards_the_rewarded_a
 
 # ---------------------------------------------------------------- (a) the bf16 engine after a push
 
+
 @pytest.mark.skipif(not cpu_has_bf16(), reason="no bf16 units on this CPU: model.dtype=auto serves float32 here")
 @pytest.mark.parametrize("compiled", [False, True], ids=["eager", "compiled"])
 def test_the_bf16_engine_serves_the_autocast_policys_logprobs_after_a_push(compiled):
@@ -148,8 +161,13 @@ def test_the_bf16_engine_serves_the_autocast_policys_logprobs_after_a_push(compi
     the pushed weights, not constants captured at compile time."""
     pytest.importorskip("vllm")
     flags = ["--compile"] if compiled else []
-    proc = subprocess.run([sys.executable, str(REPO / "tests" / "helpers" / "bf16_checks.py"), *flags], cwd=REPO,
-                          capture_output=True, text=True, timeout=900)  # fmt: skip
+    proc = subprocess.run(
+        [sys.executable, str(REPO / "tests" / "helpers" / "bf16_checks.py"), *flags],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     (r,) = [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")]
     assert r["compiled"] is compiled and r["enforce_eager"] is not compiled, r

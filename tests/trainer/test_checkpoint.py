@@ -13,7 +13,15 @@ def _save(root, r, keep=3):
         path.mkdir()
         torch.save({"w": torch.full((4,), float(r))}, path / "weights.pt")
 
-    return save_checkpoint(root, r, write_model=write_model, optimizer_state={"step": r}, state={"version": 10 * r}, config_yaml=f"round: {r}\n", keep=keep)
+    return save_checkpoint(
+        root,
+        r,
+        write_model=write_model,
+        optimizer_state={"step": r},
+        state={"version": 10 * r},
+        config_yaml=f"round: {r}\n",
+        keep=keep,
+    )
 
 
 def test_save_resume_and_prune(tmp_path):

@@ -34,7 +34,7 @@ def _greedy(policy, prompt, length) -> list[int]:
         for _ in range(length):
             logits = policy.module(input_ids=torch.tensor([ids])).logits[0, -1]
             ids.append(int(logits.argmax()))
-    return ids[len(prompt):]
+    return ids[len(prompt) :]
 
 
 def test_a_margin_is_positive_exactly_where_greedy_picks_the_token(policy):
@@ -48,14 +48,22 @@ def test_a_margin_is_positive_exactly_where_greedy_picks_the_token(policy):
 
 def test_consolidation_makes_the_targets_the_greedy_answers_and_moves_the_weights(policy):
     cfg = AlgorithmConfig(lr=1e-3, consolidate_passes=30, consolidate_margin=0.5, consolidate_batch=2)
-    targets = [_target([5, 6, 7, 8], [31, 32, 33, 34]), _target([9, 10, 11], [41, 42, 43, 44, 45, 46]),
-               _target([12, 13], [51, 52])]  # fmt: skip
+    targets = [
+        _target([5, 6, 7, 8], [31, 32, 33, 34]),
+        _target([9, 10, 11], [41, 42, 43, 44, 45, 46]),
+        _target([12, 13], [51, 52]),
+    ]
     agg = build_aggregator(cfg, policy)
     before = {k: v.detach().clone() for k, v in policy.module.named_parameters()}
     assert (margins(targets, policy, 0, 2, Turns()) < 0).all()  # none is greedy's yet
     stats = consolidate(targets, agg, cfg, engine=None, pad_token_id=0)
     assert stats.targets == 3 and stats.held_before == 0 and stats.held_after == 3
-    assert 1 <= stats.passes <= 30 and stats.passes <= stats.steps <= 2 * stats.passes and stats.nll > 0 and agg.version == stats.steps
+    assert (
+        1 <= stats.passes <= 30
+        and stats.passes <= stats.steps <= 2 * stats.passes
+        and stats.nll > 0
+        and agg.version == stats.steps
+    )
     assert any(not torch.equal(before[k], v) for k, v in policy.module.named_parameters())
     for t in targets:
         assert _greedy(policy, t.prompt_token_ids, len(t.token_ids)) == list(t.token_ids)
@@ -69,6 +77,11 @@ def test_the_pass_cap_holds_and_zero_passes_trains_nothing(policy):
     agg = build_aggregator(cfg, policy)
     stats = consolidate(targets, agg, cfg, engine=None, pad_token_id=0)
     assert (stats.passes, stats.steps, stats.held_after) == (2, 2, 0)
-    off = consolidate(targets, build_aggregator(replace(cfg, consolidate_passes=0), policy), replace(cfg, consolidate_passes=0),
-                      engine=None, pad_token_id=0)  # fmt: skip
+    off = consolidate(
+        targets,
+        build_aggregator(replace(cfg, consolidate_passes=0), policy),
+        replace(cfg, consolidate_passes=0),
+        engine=None,
+        pad_token_id=0,
+    )
     assert (off.passes, off.steps, off.targets) == (0, 0, 1)

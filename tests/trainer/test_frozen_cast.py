@@ -32,8 +32,9 @@ def _policy(method: str):
 def _scores(policy, batch, share=True):
     policy.module.zero_grad()
     with policy.compute():
-        logp, entropy = token_logprobs_and_entropy(policy.module, batch.input_ids, batch.attention_mask,
-                                                   batch.response_mask, share_prompts=share)  # fmt: skip
+        logp, entropy = token_logprobs_and_entropy(
+            policy.module, batch.input_ids, batch.attention_mask, batch.response_mask, share_prompts=share
+        )
         ((logp * batch.response_mask).sum() + 0.1 * (entropy * batch.response_mask).sum()).backward()
     grads = {n: p.grad.clone() for n, p in policy.module.named_parameters() if p.grad is not None}
     return logp.detach(), grads
@@ -49,7 +50,9 @@ def test_held_weights_give_autocasts_values_and_gradient_bitwise(method):
     assert policy.autocast == torch.bfloat16
     frozen = _frozen_linears(policy.module)
     assert frozen and all("_held_dtype" in m.__dict__ for m in frozen)
-    assert not any("_held_dtype" in m.__dict__ for m in policy.module.modules() if isinstance(m, torch.nn.Linear) and m not in frozen)
+    assert not any(
+        "_held_dtype" in m.__dict__ for m in policy.module.modules() if isinstance(m, torch.nn.Linear) and m not in frozen
+    )
     batch = _batch()
     logp_held, grads_held = _scores(policy, batch)
     assert all(m._held is not None and m._held[1].dtype == torch.bfloat16 for m in frozen)  # the copies were used
@@ -114,8 +117,12 @@ def test_frozen_weights_are_no_longer_cast_in_every_forward():
 
 def test_only_the_unsharded_bf16_policy_holds_copies():
     """float32 compute has nothing to cast: no module is touched."""
-    policy = build_policy(str(default_model_dir()), device=init_distributed("cpu").device, dtype="float32",
-                          tuning=TuningConfig(method="top_layers", trainable_layers=1))  # fmt: skip
+    policy = build_policy(
+        str(default_model_dir()),
+        device=init_distributed("cpu").device,
+        dtype="float32",
+        tuning=TuningConfig(method="top_layers", trainable_layers=1),
+    )
     assert policy.autocast is None
     assert not any("_held_dtype" in m.__dict__ for m in policy.module.modules())
     assert hold_frozen_weights(torch.nn.Linear(2, 2), torch.bfloat16) == 0  # trainable: not held

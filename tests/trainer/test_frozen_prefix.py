@@ -33,8 +33,16 @@ def _batch(seed=0):
 def _scores(policy, batch, share, hidden, prefix=None):
     policy.module.zero_grad()
     with policy.compute():
-        logp, ent = token_logprobs_and_entropy(policy.module, batch.input_ids, batch.attention_mask, batch.response_mask,
-                                               temperature=0.7, share_prompts=share, from_hidden=hidden, prefix=prefix)  # fmt: skip
+        logp, ent = token_logprobs_and_entropy(
+            policy.module,
+            batch.input_ids,
+            batch.attention_mask,
+            batch.response_mask,
+            temperature=0.7,
+            share_prompts=share,
+            from_hidden=hidden,
+            prefix=prefix,
+        )
         ((logp * batch.response_mask).sum() + 0.1 * (ent * batch.response_mask).sum()).backward()
     grads = {n: p.grad.clone() for n, p in policy.module.named_parameters() if p.grad is not None}
     return logp.detach(), grads
@@ -50,8 +58,16 @@ def test_starting_at_the_first_trainable_block_gives_the_whole_models_values(sha
     whole, g_whole = _scores(policy, batch, share, hidden)
     prefix = PrefixCache(3)
     with torch.no_grad():
-        first, _ = token_logprobs_and_entropy(policy.module, batch.input_ids, batch.attention_mask, batch.response_mask,
-                                              temperature=0.7, share_prompts=share, from_hidden=hidden, prefix=prefix)  # fmt: skip
+        first, _ = token_logprobs_and_entropy(
+            policy.module,
+            batch.input_ids,
+            batch.attention_mask,
+            batch.response_mask,
+            temperature=0.7,
+            share_prompts=share,
+            from_hidden=hidden,
+            prefix=prefix,
+        )
     assert len(prefix) == 5
     calls = []
     hook = policy.module.model.layers[0].register_forward_hook(lambda *a: calls.append(1))
@@ -74,16 +90,19 @@ def test_wrong_states_would_show_and_a_missing_row_runs_the_whole_model():
     mask = batch.response_mask.bool()
     prefix = PrefixCache(3)
     with torch.no_grad():
-        right, _ = token_logprobs_and_entropy(policy.module, batch.input_ids, batch.attention_mask, batch.response_mask,
-                                              prefix=prefix)  # fmt: skip
+        right, _ = token_logprobs_and_entropy(
+            policy.module, batch.input_ids, batch.attention_mask, batch.response_mask, prefix=prefix
+        )
         key = next(iter(prefix._rows))
         prefix._rows[key] = prefix._rows[key] * 1.5
-        wrong, _ = token_logprobs_and_entropy(policy.module, batch.input_ids, batch.attention_mask, batch.response_mask,
-                                              prefix=prefix)  # fmt: skip
+        wrong, _ = token_logprobs_and_entropy(
+            policy.module, batch.input_ids, batch.attention_mask, batch.response_mask, prefix=prefix
+        )
         assert (wrong[mask] - right[mask]).abs().max() > 1e-3
         del prefix._rows[key]  # one row not held: the whole model, and the row is recorded again
-        again, _ = token_logprobs_and_entropy(policy.module, batch.input_ids, batch.attention_mask, batch.response_mask,
-                                              prefix=prefix)  # fmt: skip
+        again, _ = token_logprobs_and_entropy(
+            policy.module, batch.input_ids, batch.attention_mask, batch.response_mask, prefix=prefix
+        )
     torch.testing.assert_close(again[mask], right[mask], rtol=1e-5, atol=1e-5)
     assert len(prefix) == 5
 
@@ -112,8 +131,11 @@ def _update(reuse: bool):
     gen = torch.Generator().manual_seed(7)
     tok = lambda n: tuple(torch.randint(10, 4000, (n,), generator=gen).tolist())  # noqa: E731
     prompts = [tok(8), tok(11), tok(5)]
-    samples = [Sample(prompts[g], tok(2 + (i * 3) % 7), (-2.0,) * (2 + (i * 3) % 7), float(i % 2), g, 0, "deduction",
-                      constrained=g != 2) for g in range(3) for i in range(4)]  # fmt: skip
+    samples = [
+        Sample(prompts[g], tok(2 + (i * 3) % 7), (-2.0,) * (2 + (i * 3) % 7), float(i % 2), g, 0, "deduction", constrained=g != 2)
+        for g in range(3)
+        for i in range(4)
+    ]
     cfg = AlgorithmConfig(lr=1e-3, micro_batch_size=4, accum_steps=1, update_steps=1, reuse_frozen_prefix=reuse)
     calls = []
     hook = policy.module.model.layers[0].register_forward_hook(lambda *a: calls.append(1))

@@ -21,8 +21,10 @@ REPO = Path(__file__).resolve().parents[2]
 
 def _samples():
     gen = torch.Generator().manual_seed(0)
-    return [Sample((5, 6, 7), tuple(torch.randint(10, 4000, (4,), generator=gen).tolist()), (-8.3,) * 4, float(i % 2), "g", 0)
-            for i in range(8)]  # fmt: skip
+    return [
+        Sample((5, 6, 7), tuple(torch.randint(10, 4000, (4,), generator=gen).tolist()), (-8.3,) * 4, float(i % 2), "g", 0)
+        for i in range(8)
+    ]
 
 
 def _trained(use_kl: bool):
@@ -33,8 +35,9 @@ def _trained(use_kl: bool):
             p.add_(0.01 * torch.randn(p.shape, generator=torch.Generator().manual_seed(1)))
     ref = build_policy(str(default_model_dir()), device=device, dtype="float32", trainable=False)
     cfg = AlgorithmConfig(lr=1e-3, micro_batch_size=8, accum_steps=1, update_steps=1, use_kl_loss=use_kl, kl_loss_coef=1.0)
-    stats = train_on_samples(_samples(), build_aggregator(cfg, policy), cfg, engine=None, pad_token_id=0,
-                             ref_policy=ref if use_kl else None)  # fmt: skip
+    stats = train_on_samples(
+        _samples(), build_aggregator(cfg, policy), cfg, engine=None, pad_token_id=0, ref_policy=ref if use_kl else None
+    )
     return stats, {n: t.clone() for n, t in policy.full_state_dict().items()}
 
 
@@ -47,8 +50,15 @@ def test_the_kl_term_is_measured_and_changes_the_step():
 
 def test_a_run_with_the_kl_loss_completes(tmp_path):
     out = tmp_path / "run"
-    cmd = [sys.executable, str(REPO / "train_unified.py"), "model=tiny", "experiment=smoke", "trainer.rounds=2",
-           "algorithm.use_kl_loss=true", f"--output-dir={out}"]  # fmt: skip
+    cmd = [
+        sys.executable,
+        str(REPO / "train_unified.py"),
+        "model=tiny",
+        "experiment=smoke",
+        "trainer.rounds=2",
+        "algorithm.use_kl_loss=true",
+        f"--output-dir={out}",
+    ]
     proc = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=900)
     assert proc.returncode == 0, proc.stderr[-3000:]
     rows = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]

@@ -16,8 +16,14 @@ def _pairs(lengths, seed=0):
     gen = torch.Generator().manual_seed(seed)
     pairs = []
     for i, (p, r) in enumerate(lengths):
-        sample = Sample(tuple(torch.randint(10, 4000, (p,), generator=gen).tolist()),
-                        tuple(torch.randint(10, 4000, (r,), generator=gen).tolist()), (-8.3,) * r, float(i % 2), i // 4, 0)  # fmt: skip
+        sample = Sample(
+            tuple(torch.randint(10, 4000, (p,), generator=gen).tolist()),
+            tuple(torch.randint(10, 4000, (r,), generator=gen).tolist()),
+            (-8.3,) * r,
+            float(i % 2),
+            i // 4,
+            0,
+        )
         pairs.append((sample, torch.full((r,), 1.0 if i % 2 else -1.0)))
     return pairs
 

@@ -47,8 +47,10 @@ def test_loss_and_advantage_estimator_from_config_come_from_verl_registries(conf
     from verl.trainer.config import AlgoConfig
 
     kwargs = dict(
-        token_level_rewards=outcome_token_rewards(torch.tensor(rewards), mask), response_mask=mask,
-        index=np.array(groups, dtype=object), config=AlgoConfig(adv_estimator=EXPECTED[config_name]),
+        token_level_rewards=outcome_token_rewards(torch.tensor(rewards), mask),
+        response_mask=mask,
+        index=np.array(groups, dtype=object),
+        config=AlgoConfig(adv_estimator=EXPECTED[config_name]),
     )
     if EXPECTED[config_name] == "grpo":
         kwargs["norm_adv_by_std_in_grpo"] = True
@@ -63,8 +65,12 @@ def test_loss_and_advantage_estimator_from_config_come_from_verl_registries(conf
     from unified.trainer.losses import verl_actor_config
 
     ref, _ = core_algos.compute_policy_loss_vanilla(
-        old_log_prob=old, log_prob=log_prob, advantages=a, response_mask=mask.bool(),
-        loss_agg_mode=cfg.loss_agg_mode, config=verl_actor_config(loss_cfg),
+        old_log_prob=old,
+        log_prob=log_prob,
+        advantages=a,
+        response_mask=mask.bool(),
+        loss_agg_mode=cfg.loss_agg_mode,
+        config=verl_actor_config(loss_cfg),
     )
     torch.testing.assert_close(loss, ref)
     assert metrics["loss"] == pytest.approx(float(ref)) and "kl" not in metrics  # KL off by default
@@ -105,7 +111,9 @@ def test_loss_positive_advantage_raises_sampled_token_logprob(estimator):
 
     with torch.no_grad():
         before = logprobs()
-    adv = compute_advantages([s.reward for s in samples], mb.response_mask, [s.group for s in samples], AlgorithmConfig(adv_estimator=estimator))
+    adv = compute_advantages(
+        [s.reward for s in samples], mb.response_mask, [s.group for s in samples], AlgorithmConfig(adv_estimator=estimator)
+    )
     assert (adv[[0, 3]] > 0).all() and (adv[[1, 2]] < 0).all()
     optimizer = torch.optim.SGD(policy.parameters(), lr=0.05)
     loss, _ = ppo_loss(logprobs(), before, adv, mb.response_mask, AlgorithmConfig())  # on-policy: ratio 1
@@ -171,8 +179,15 @@ def test_loss_agg_modes():
     # normalised over the contribution: micro-batch losses sum to the whole batch's loss
     for mode, key in (("token-mean", int(mask.sum())), ("seq-mean-token-mean", 3)):
         parts = [
-            ppo_loss(zeros[rows], zeros[rows], loss_mat_adv[rows], mask[rows], AlgorithmConfig(loss_agg_mode=mode),
-                     batch_num_tokens=int(mask.sum()), global_batch_size=3)[0]
+            ppo_loss(
+                zeros[rows],
+                zeros[rows],
+                loss_mat_adv[rows],
+                mask[rows],
+                AlgorithmConfig(loss_agg_mode=mode),
+                batch_num_tokens=int(mask.sum()),
+                global_batch_size=3,
+            )[0]
             for rows in ([0], [1, 2])
         ]
         assert float(sum(parts)) == pytest.approx(float(expected[mode]), abs=1e-6), (mode, key)
@@ -200,7 +215,8 @@ def test_a_pass_at_k_advantage_from_verls_registry_credits_only_a_groups_unique_
     """`algorithm.adv_estimator=grpo_passk` (issue 35's pass@k-aware lever): a rare success is
     all of its group's advantage; a group with two equal bests trains nothing."""
     mask = torch.ones(7, 2)
-    adv = compute_advantages([1.0, 0.0, 0.0, 0.0, 1.0, 1.0, 0.0], mask, ["a"] * 4 + ["b"] * 3,
-                             AlgorithmConfig(adv_estimator="grpo_passk"))  # fmt: skip
+    adv = compute_advantages(
+        [1.0, 0.0, 0.0, 0.0, 1.0, 1.0, 0.0], mask, ["a"] * 4 + ["b"] * 3, AlgorithmConfig(adv_estimator="grpo_passk")
+    )
     assert adv[0, 0] > 0 and adv[1:4].abs().max() == 0  # a: 1 of 4 right -> only it
     assert adv[4:].abs().max() == 0  # b: two right -> r_max - r_second = 0

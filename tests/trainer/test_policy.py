@@ -81,7 +81,9 @@ def test_policy_logprobs_and_entropy_of_padded_batch_match_unpadded_reference(de
     # the same row alone (no padding at all) gives the same numbers
     alone = collate(samples[1:2], [torch.zeros(2)], pad_id=0)
     with torch.no_grad():
-        lp1, _ = token_logprobs_and_entropy(policy.module, alone.input_ids, alone.attention_mask, alone.response_mask, temperature)
+        lp1, _ = token_logprobs_and_entropy(
+            policy.module, alone.input_ids, alone.attention_mask, alone.response_mask, temperature
+        )
     torch.testing.assert_close(lp1[0], logp[1, :2], atol=1e-5, rtol=1e-5)
 
 
@@ -198,8 +200,16 @@ def test_policy_world_size_2_matches_world_size_1(tmp_path, device):
     env = {k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT")}
     env["PYTHONPATH"] = os.pathsep.join([str(REPO), env.get("PYTHONPATH", "")])
     env.update(OMP_NUM_THREADS="1", TOKENIZERS_PARALLELISM="false")
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
-           str(HELPERS / "dist_policy_step.py"), str(tmp_path), str(steps)]
+    cmd = [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--standalone",
+        "--nproc_per_node=2",
+        str(HELPERS / "dist_policy_step.py"),
+        str(tmp_path),
+        str(steps),
+    ]
     proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-4000:]
 

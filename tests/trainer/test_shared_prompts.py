@@ -37,8 +37,9 @@ def _policy(method: str):
 
 def _scores(policy, batch, share: bool):
     policy.module.zero_grad()
-    logp, entropy = token_logprobs_and_entropy(policy.module, batch.input_ids, batch.attention_mask, batch.response_mask,
-                                               temperature=0.7, share_prompts=share)  # fmt: skip
+    logp, entropy = token_logprobs_and_entropy(
+        policy.module, batch.input_ids, batch.attention_mask, batch.response_mask, temperature=0.7, share_prompts=share
+    )
     ((logp * batch.response_mask).sum() + (entropy * batch.response_mask).sum() * 0.1).backward()
     grads = {n: p.grad.clone() for n, p in policy.module.named_parameters() if p.grad is not None}
     return logp.detach(), entropy.detach(), grads
@@ -68,10 +69,10 @@ def test_a_wrong_cache_row_would_show():
     p = wrong.shape[1] - batch.response_mask.shape[1]
     wrong[:, :p] = wrong[0, :p]
     with torch.no_grad():
-        right, _ = token_logprobs_and_entropy(policy.module, batch.input_ids, batch.attention_mask, batch.response_mask,
-                                              share_prompts=True)  # fmt: skip
-        moved, _ = token_logprobs_and_entropy(policy.module, wrong, batch.attention_mask, batch.response_mask,
-                                              share_prompts=True)  # fmt: skip
+        right, _ = token_logprobs_and_entropy(
+            policy.module, batch.input_ids, batch.attention_mask, batch.response_mask, share_prompts=True
+        )
+        moved, _ = token_logprobs_and_entropy(policy.module, wrong, batch.attention_mask, batch.response_mask, share_prompts=True)
     mask = batch.response_mask.bool()
     assert (right[mask] - moved[mask]).abs().max() > 1e-3
 

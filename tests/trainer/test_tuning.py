@@ -6,8 +6,14 @@ import torch
 
 from unified.models.tiny_model import default_model_dir
 from unified.trainer.tuning import (
-    TuningConfig, adapter_tensors, apply_tuning, changing_parameters, hf_name, lora_scalings, merged_weights,
-)  # fmt: skip
+    TuningConfig,
+    adapter_tensors,
+    apply_tuning,
+    changing_parameters,
+    hf_name,
+    lora_scalings,
+    merged_weights,
+)
 
 
 def _model():
@@ -46,7 +52,9 @@ def test_merging_fails_loudly_on_a_missing_factor():
 
 
 def test_hf_name_strips_peft_wrapping():
-    assert hf_name("base_model.model.model.layers.0.self_attn.q_proj.base_layer.weight") == "model.layers.0.self_attn.q_proj.weight"
+    assert (
+        hf_name("base_model.model.model.layers.0.self_attn.q_proj.base_layer.weight") == "model.layers.0.self_attn.q_proj.weight"
+    )
     assert hf_name("base_model.model.lm_head.weight") == "lm_head.weight"
 
 
@@ -91,7 +99,9 @@ def test_changing_parameters_are_whole_training_blocks():
     changing = changing_parameters(lora)
     names = {n for n, _ in lora.named_parameters()}
     assert changing == {n for n in names if ".layers." in n}  # k/v ride along with q; embeddings and norm do not
-    merged = {n for n, _ in merged_weights(((n, p.detach()) for n, p in lora.named_parameters() if n in changing), lora_scalings(lora))}
+    merged = {
+        n for n, _ in merged_weights(((n, p.detach()) for n, p in lora.named_parameters() if n in changing), lora_scalings(lora))
+    }
     assert merged == {n for n, _ in _model().named_parameters() if ".layers." in n}
 
 

@@ -91,8 +91,11 @@ def test_policy_logprobs_through_hidden_states_equal_the_full_forwards(method, d
         logits = policy_mod._answer_states(policy.module, batch.input_ids, batch.attention_mask, r, False, hidden=False) / 0.8
         return torch.log_softmax(logits, -1).gather(-1, batch.input_ids[:, -r:, None]).squeeze(-1)
 
-    fused, g_fused = grads_of(lambda: token_logprobs_and_entropy(policy.module, batch.input_ids, batch.attention_mask,
-                                                                 batch.response_mask, temperature=0.8)[0])  # fmt: skip
+    fused, g_fused = grads_of(
+        lambda: token_logprobs_and_entropy(
+            policy.module, batch.input_ids, batch.attention_mask, batch.response_mask, temperature=0.8
+        )[0]
+    )
     plain, g_plain = grads_of(reference)
     tol = 1e-5 if dtype == "float32" else 2e-3
     torch.testing.assert_close(fused[mask], plain[mask], rtol=tol, atol=tol)
@@ -108,8 +111,9 @@ def test_without_entropy_the_log_probs_and_gradient_are_the_same():
     h, targets = torch.randn(9, 16, generator=gen), torch.randint(0, 120, (9,), generator=gen)
     g = torch.randn(9, generator=gen)
     full = _run(vocab.target_logprobs, h, head, targets, 0.9, g, torch.zeros(9))
-    lean = _run(lambda *a: (vocab.target_logprobs(*a, with_entropy=False)[0], torch.zeros(9)), h, head, targets, 0.9, g,
-                torch.zeros(9))  # fmt: skip
+    lean = _run(
+        lambda *a: (vocab.target_logprobs(*a, with_entropy=False)[0], torch.zeros(9)), h, head, targets, 0.9, g, torch.zeros(9)
+    )
     assert vocab.target_logprobs(h, head, targets, with_entropy=False)[1] is None
     for a, b in zip(full[:1] + full[2:], lean[:1] + lean[2:]):
         assert torch.equal(a, b)

@@ -8,10 +8,35 @@ import pytest
 from unified.values import LiteralError, from_literal, to_literal, values_equal
 
 ROUND_TRIP = [
-    None, True, False, 0, -7, 10**100, 1.5, -0.0, math.inf, -math.inf, 1 + 2j, complex(math.nan, 1),
-    "", "a'b\"\n", b"\x00\xff", (), (1,), (1, (2, [3])), [], [1, "x"], {}, {"a": [1, {2: (3,)}]},
-    set(), {1, 2}, frozenset(), frozenset({(1, 2), "x"}), {frozenset({1}): {2.5}}, [math.nan],
-]  # fmt: skip
+    None,
+    True,
+    False,
+    0,
+    -7,
+    10**100,
+    1.5,
+    -0.0,
+    math.inf,
+    -math.inf,
+    1 + 2j,
+    complex(math.nan, 1),
+    "",
+    "a'b\"\n",
+    b"\x00\xff",
+    (),
+    (1,),
+    (1, (2, [3])),
+    [],
+    [1, "x"],
+    {},
+    {"a": [1, {2: (3,)}]},
+    set(),
+    {1, 2},
+    frozenset(),
+    frozenset({(1, 2), "x"}),
+    {frozenset({1}): {2.5}},
+    [math.nan],
+]
 
 
 @pytest.mark.parametrize("value", ROUND_TRIP, ids=repr)
@@ -40,7 +65,9 @@ def test_set_text_does_not_depend_on_order():
 
 
 @pytest.mark.parametrize(
-    "value", [object(), bytearray(b"x"), range(3), 10**5000, "x" * 2_000_000], ids=["object", "bytearray", "range", "bigint", "bigstr"]
+    "value",
+    [object(), bytearray(b"x"), range(3), 10**5000, "x" * 2_000_000],
+    ids=["object", "bytearray", "range", "bigint", "bigstr"],
 )
 def test_non_literals_and_huge_values_are_refused(value):
     with pytest.raises(LiteralError):
@@ -58,9 +85,21 @@ def test_cycles_and_deep_nesting_are_refused():
 
 @pytest.mark.parametrize(
     "text",
-    ["__import__('os').system('true')", "2**10", "[1] * 3", "x", "...", "9" * 5000, "{**a}",
-     "(" * 300 + ")" * 300, "open('f')", "(1).real", "lambda: 1", "f'{1}'"],
-)  # fmt: skip
+    [
+        "__import__('os').system('true')",
+        "2**10",
+        "[1] * 3",
+        "x",
+        "...",
+        "9" * 5000,
+        "{**a}",
+        "(" * 300 + ")" * 300,
+        "open('f')",
+        "(1).real",
+        "lambda: 1",
+        "f'{1}'",
+    ],
+)
 def test_from_literal_never_evaluates(text):
     with pytest.raises(LiteralError):
         from_literal(text)

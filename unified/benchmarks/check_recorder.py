@@ -38,8 +38,13 @@ def record(items: Sequence[dict]) -> dict[str, list[tuple[str, str]]]:
     problem_id, entry_point, program (the canonical solution) and test (the check code).
     The Problem side of this (which problems, what becomes `Problem.hidden`) is
     `hidden.record_cases`."""
-    out = subprocess.run([sys.executable, "-m", "unified.benchmarks.check_recorder"], input=json.dumps(list(items)),
-                         capture_output=True, text=True, timeout=TIMEOUT_S)  # fmt: skip
+    out = subprocess.run(
+        [sys.executable, "-m", "unified.benchmarks.check_recorder"],
+        input=json.dumps(list(items)),
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT_S,
+    )
     if out.returncode != 0:
         raise RuntimeError(f"recording HumanEval checks failed: {out.stderr.strip()[-500:]}")
     return json.loads(out.stdout)

@@ -107,8 +107,10 @@ def score_samples(problems: Sequence[Problem], solutions: dict, executor) -> dic
         spans.append((len(calls), len(calls) + len(batch), cases))
         calls.extend(batch)
     results = run_batch(calls) if calls else []
-    return {problem.problem_id: float(passes_hidden(problem, results[start:end], cases)) if cases else None
-            for problem, (start, end, cases) in zip(problems, spans)}  # fmt: skip
+    return {
+        problem.problem_id: float(passes_hidden(problem, results[start:end], cases)) if cases else None
+        for problem, (start, end, cases) in zip(problems, spans)
+    }
 
 
 def programs_pass_hidden(problems: Sequence[Problem], codes: dict[str, str], run_batch: RunBatch) -> dict[str, bool]:
@@ -169,12 +171,26 @@ def record_cases(problems: Sequence[Problem]) -> list[Problem]:
     todo = [p for p in problems if p.hidden_test_code and not p.hidden]
     if not todo:
         return list(problems)
-    recorded = check_recorder.record([{"problem_id": p.problem_id, "entry_point": p.entry_point,
-                                       "program": p.canonical_solution, "test": p.hidden_test_code} for p in todo])  # fmt: skip
+    recorded = check_recorder.record(
+        [
+            {
+                "problem_id": p.problem_id,
+                "entry_point": p.entry_point,
+                "program": p.canonical_solution,
+                "test": p.hidden_test_code,
+            }
+            for p in todo
+        ]
+    )
     todo_ids = {p.problem_id for p in todo}
-    return [replace(p, hidden=tuple(TestCase(from_literal(a), from_literal(e)) for a, e in recorded[p.problem_id]),
-                    hidden_test_code="") if p.problem_id in recorded and p.problem_id in todo_ids else p
-            for p in problems]  # fmt: skip
+    return [
+        replace(
+            p, hidden=tuple(TestCase(from_literal(a), from_literal(e)) for a, e in recorded[p.problem_id]), hidden_test_code=""
+        )
+        if p.problem_id in recorded and p.problem_id in todo_ids
+        else p
+        for p in problems
+    ]
 
 
 def correct_counts(problems: Sequence[Problem], programs: Sequence[tuple[str, str]], run_batch: RunBatch) -> dict[str, int]:

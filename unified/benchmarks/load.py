@@ -74,7 +74,9 @@ def _rows_from_source(source: str) -> Iterable[dict]:
 
         return list(datasets.load_dataset(source, split="test"))
     except Exception as exc:  # noqa: BLE001 - any hub failure becomes one clear line
-        raise BenchmarkError(f"could not load Hugging Face dataset {source!r} ({type(exc).__name__}): give a local .jsonl/.parquet path instead") from None
+        raise BenchmarkError(
+            f"could not load Hugging Face dataset {source!r} ({type(exc).__name__}): give a local .jsonl/.parquet path instead"
+        ) from None
 
 
 def _id_key(problem_id: str):
@@ -85,7 +87,9 @@ def _id_key(problem_id: str):
 def load_problems(name: str, source: str | None = None, count: int | None = None, ids: Sequence[str] = ()) -> list[Problem]:
     """Select problems by id (in the order given) or else the first `count` by id."""
     if source is None and name not in BUILTIN:
-        raise BenchmarkError(f"unknown benchmark {name!r}: choose one of {', '.join(BUILTIN)} (or set benchmark.source to a file)")
+        raise BenchmarkError(
+            f"unknown benchmark {name!r}: choose one of {', '.join(BUILTIN)} (or set benchmark.source to a file)"
+        )
     rows = list(_rows_from_source(source)) if source else BUILTIN[name].rows()
     problems = {p.problem_id: p for p in (problem_from_row(dict(r), name) for r in rows)}
     if ids:

@@ -21,8 +21,10 @@ BUNDLED = Path(__file__).resolve().parent.parent / "data" / "MbppPlus.jsonl.gz"
 # The 21 tasks EvalPlus v0.2 (MBPP+ 378) removed from v0.1 (399, bundled) for ill-formed tests
 # (its tools/mbpp/fix_v011.py; EvalPlus issue 147). The bundled data keeps them; every split
 # leaves them out (`splits.split_ids`).
-REMOVED_IN_V02 = frozenset(f"{ID_PREFIX}{n}" for n in (83, 115, 117, 143, 164, 229, 249, 295, 396, 400, 407, 431, 438,
-                                                       442, 461, 574, 582, 595, 640, 746, 783))  # fmt: skip
+REMOVED_IN_V02 = frozenset(
+    f"{ID_PREFIX}{n}"
+    for n in (83, 115, 117, 143, 164, 229, 249, 295, 396, 400, 407, 431, 438, 442, 461, 574, 582, 595, 640, 746, 783)
+)
 
 
 def matches(row: dict) -> bool:

@@ -42,9 +42,15 @@ def _evalplus():
         is_floats,
     )
 
-    return {"np": np, "not_none": frozenset(MBPP_OUTPUT_NOT_NONE_TASKS), "set_eq": frozenset(MBPP_OUTPUT_SET_EQ_TASKS),
-            "digit_distance_nums": _digit_distance_nums, "poly": _poly, "surface_Area": _surface_Area,
-            "is_floats": is_floats}  # fmt: skip
+    return {
+        "np": np,
+        "not_none": frozenset(MBPP_OUTPUT_NOT_NONE_TASKS),
+        "set_eq": frozenset(MBPP_OUTPUT_SET_EQ_TASKS),
+        "digit_distance_nums": _digit_distance_nums,
+        "poly": _poly,
+        "surface_Area": _surface_Area,
+        "is_floats": is_floats,
+    }
 
 
 def reduces_to_not_none(problem: Problem) -> bool:
@@ -55,8 +61,10 @@ def reduces_to_not_none(problem: Problem) -> bool:
 def not_none_program(code: str, entry_point: str) -> str:
     """`code` plus an entry that returns the output reduced as EvalPlus compares it. It
     transforms the value only; the comparison stays in the parent."""
-    return (f"{code}\n\n\ndef {NOT_NONE_ENTRY}(*args):\n    out = {entry_point}(*args)\n"
-            "    return out if isinstance(out, bool) else out is not None\n")  # fmt: skip
+    return (
+        f"{code}\n\n\ndef {NOT_NONE_ENTRY}(*args):\n    out = {entry_point}(*args)\n"
+        "    return out if isinstance(out, bool) else out is not None\n"
+    )
 
 
 def output_matches(problem: Problem, args: tuple, out: object, expected: object) -> bool:

@@ -95,7 +95,9 @@ def evaluate(problems: Sequence, engine, executor, max_tokens: int = DEFAULT_MAX
     for problem, completions in zip(problems, recorder.outputs):
         text = completions[0].text if completions else ""
         code = extract_code(text, problem.entry_point)
-        samples.append({"task_id": problem.problem_id, "solution": with_prompt_imports(problem, code) if code is not None else text})
+        samples.append(
+            {"task_id": problem.problem_id, "solution": with_prompt_imports(problem, code) if code is not None else text}
+        )
     scored = [v for v in scores.values() if v is not None]
     classes = {pid: cls for pid, (_, cls) in outcome.items()}
     return EvalResult(sum(scored) / len(scored) if scored else 0.0, dict(scores), samples, budget, classes)
@@ -152,7 +154,9 @@ def resolve_eval_model(path: str | None) -> str:
     if path:
         local = Path(str(path)).expanduser()
         if looks_local(path) and not local.exists():
-            raise UserError(f"model path {str(path)!r} does not exist: give a model folder, a checkpoint folder, or a Hugging Face id")
+            raise UserError(
+                f"model path {str(path)!r} does not exist: give a model folder, a checkpoint folder, or a Hugging Face id"
+            )
         if local.is_dir() and not (local / "config.json").exists() and not (local / "compact.json").exists():
             local = latest_checkpoint(local) or local  # a checkpoints folder: the checkpoint its `latest` names
             if (local / "model" / "config.json").exists():

@@ -54,8 +54,12 @@ def counts(classes: Mapping[str, str | None]) -> dict[str, int]:
     return {c: seen.get(c, 0) for c in CLASSES}
 
 
-def flip_classes(before: Mapping[str, str | None], after: Mapping[str, str | None],
-                 control: Mapping[str, float | None], trained: Mapping[str, float | None]) -> dict:  # fmt: skip
+def flip_classes(
+    before: Mapping[str, str | None],
+    after: Mapping[str, str | None],
+    control: Mapping[str, float | None],
+    trained: Mapping[str, float | None],
+) -> dict:
     """Every flip between the control and a trained model with its class before and after;
     the gained flips split into format fixes and logic fixes (by the class before), and the
     NET split (`net_format`, `net_logic`): gained by that kind of fix minus lost to that kind
@@ -80,5 +84,7 @@ def gain_split(per_seed: Sequence[Mapping]) -> dict[str, float] | None:
     `flip_classes`' `net_format` / `net_logic` (None without a classified seed)."""
     if not per_seed:
         return None
-    return {"format": sum(f["net_format"] for f in per_seed) / len(per_seed),
-            "logic": sum(f["net_logic"] for f in per_seed) / len(per_seed)}  # fmt: skip
+    return {
+        "format": sum(f["net_format"] for f in per_seed) / len(per_seed),
+        "logic": sum(f["net_logic"] for f in per_seed) / len(per_seed),
+    }

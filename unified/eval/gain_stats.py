@@ -53,8 +53,13 @@ def gain(control: Mapping[str, float], after: Mapping[str, float]) -> float:
     return float(np.mean([after[i] - control[i] for i in ids])) if ids else 0.0
 
 
-def paired_bootstrap_ci(control: Mapping[str, float], seeds: Sequence[Mapping[str, float]], resamples: int = 10_000,
-                        seed: int = 0, level: float = 0.95) -> tuple[float, float]:  # fmt: skip
+def paired_bootstrap_ci(
+    control: Mapping[str, float],
+    seeds: Sequence[Mapping[str, float]],
+    resamples: int = 10_000,
+    seed: int = 0,
+    level: float = 0.95,
+) -> tuple[float, float]:
     """Percentile interval of the mean-over-seeds gain when the problems are resampled with
     replacement (each problem keeps its control and all its seeds' outcomes: paired)."""
     ids = [i for i in control if all(i in s for s in seeds)]
@@ -74,13 +79,17 @@ def _bootstrap(diffs: Sequence[float], resamples: int, seed: int, level: float) 
 
 def _differences(control: Mapping[str, float], seeds: Sequence[Mapping[str, float]], noisy: Sequence[str] = ()) -> np.ndarray:
     """(seeds, problems) of after - control over the problems every seed and the control scored."""
-    ids = [i for i in control if i not in set(noisy) and control[i] is not None
-           and all(s.get(i) is not None for s in seeds)]  # fmt: skip
+    ids = [i for i in control if i not in set(noisy) and control[i] is not None and all(s.get(i) is not None for s in seeds)]
     return np.array([[float(s[i]) - float(control[i]) for i in ids] for s in seeds], dtype=float).reshape(len(seeds), len(ids))
 
 
-def permutation_p(control: Mapping[str, float], seeds: Sequence[Mapping[str, float]], noisy: Sequence[str] = (),
-                  resamples: int = 100_000, seed: int = 0) -> float:  # fmt: skip
+def permutation_p(
+    control: Mapping[str, float],
+    seeds: Sequence[Mapping[str, float]],
+    noisy: Sequence[str] = (),
+    resamples: int = 100_000,
+    seed: int = 0,
+) -> float:
     """Two-sided paired permutation p of the mean-over-seeds gain: under H0 (training changes
     nothing) each problem's difference (its seeds' mean minus the control) is as likely with
     either sign, so the signs are flipped at random (scipy's `permutation_test`, one sample)."""
@@ -90,13 +99,20 @@ def permutation_p(control: Mapping[str, float], seeds: Sequence[Mapping[str, flo
     if d.size == 0 or not d.any():
         return 1.0
     per_problem = d.mean(axis=0)
-    test = permutation_test((per_problem,), np.mean, permutation_type="samples", n_resamples=resamples,
-                            alternative="two-sided", random_state=seed)  # fmt: skip
+    test = permutation_test(
+        (per_problem,), np.mean, permutation_type="samples", n_resamples=resamples, alternative="two-sided", random_state=seed
+    )
     return float(test.pvalue)
 
 
-def problems_seeds_ci(control: Mapping[str, float], seeds: Sequence[Mapping[str, float]], noisy: Sequence[str] = (),
-                      resamples: int = 10_000, seed: int = 0, level: float = 0.95) -> tuple[float, float]:  # fmt: skip
+def problems_seeds_ci(
+    control: Mapping[str, float],
+    seeds: Sequence[Mapping[str, float]],
+    noisy: Sequence[str] = (),
+    resamples: int = 10_000,
+    seed: int = 0,
+    level: float = 0.95,
+) -> tuple[float, float]:
     """Percentile interval of the mean gain when both the problems and the seeds are resampled
     with replacement (a hierarchical bootstrap: it carries the seed-to-seed spread as well)."""
     d = _differences(control, seeds, noisy)
@@ -129,13 +145,24 @@ def versus(a: Mapping[int, Mapping[str, float]], b: Mapping[int, Mapping[str, fl
     pooled discordant counts. `noisy` problems (the control's own noise) are left out."""
     seeds = [s for s in a if s in b]
     drop = set(noisy)
-    ids = sorted(i for i in set().union(*(a[s] for s in seeds)) if i not in drop
-                 and all(a[s].get(i) is not None and b[s].get(i) is not None for s in seeds)) if seeds else []  # fmt: skip
+    ids = (
+        sorted(
+            i
+            for i in set().union(*(a[s] for s in seeds))
+            if i not in drop and all(a[s].get(i) is not None and b[s].get(i) is not None for s in seeds)
+        )
+        if seeds
+        else []
+    )
     per_seed = {}
     for s in seeds:
         only_a, only_b = flips({i: b[s][i] for i in ids}, a[s])
-        per_seed[s] = {"difference": gain({i: b[s][i] for i in ids}, a[s]), "only_a": only_a, "only_b": only_b,
-                       "mcnemar_p": mcnemar_exact_p(only_a, only_b)}  # fmt: skip
+        per_seed[s] = {
+            "difference": gain({i: b[s][i] for i in ids}, a[s]),
+            "only_a": only_a,
+            "only_b": only_b,
+            "mcnemar_p": mcnemar_exact_p(only_a, only_b),
+        }
     only_a, only_b = sum(v["only_a"] for v in per_seed.values()), sum(v["only_b"] for v in per_seed.values())
     diffs = [np.mean([a[s][i] - b[s][i] for s in seeds]) for i in ids]
     return {

@@ -52,8 +52,10 @@ def graded(
             out[problem.problem_id] = (0.0, extraction_class(span))
         else:
             mine = results[span[0] : span[1]]
-            out[problem.problem_id] = (float(passes_hidden(problem, mine)),
-                                       run_class([r.status for r in mine], right_per_case(problem, mine)))  # fmt: skip
+            out[problem.problem_id] = (
+                float(passes_hidden(problem, mine)),
+                run_class([r.status for r in mine], right_per_case(problem, mine)),
+            )
     return out
 
 

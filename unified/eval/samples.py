@@ -24,7 +24,9 @@ def read_samples(path: str | Path) -> dict[str, dict]:
     try:
         lines = path.read_text(encoding="utf-8").splitlines()
     except (OSError, UnicodeDecodeError) as exc:
-        raise UserError(f"--samples {str(path)!r} cannot be read ({type(exc).__name__}): give an EvalPlus samples .jsonl file") from None
+        raise UserError(
+            f"--samples {str(path)!r} cannot be read ({type(exc).__name__}): give an EvalPlus samples .jsonl file"
+        ) from None
     samples: dict[str, dict] = {}
     for n, line in enumerate(lines, 1):
         if not line.strip():
@@ -32,8 +34,9 @@ def read_samples(path: str | Path) -> dict[str, dict]:
         try:
             row = json.loads(line)
         except json.JSONDecodeError:
-            raise UserError(f"{path}:{n} is not JSON: each line must be an object like "
-                            '{"task_id": "Mbpp/2", "solution": "def ..."}') from None  # fmt: skip
+            raise UserError(
+                f'{path}:{n} is not JSON: each line must be an object like {{"task_id": "Mbpp/2", "solution": "def ..."}}'
+            ) from None
         if not isinstance(row, dict) or not isinstance(row.get("task_id"), str):
             raise UserError(f'{path}:{n} has no "task_id": each line needs "task_id" and "solution" (or "completion")')
         text = row.get("solution", row.get("completion"))

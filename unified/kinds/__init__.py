@@ -25,4 +25,15 @@ def kind_of(name: str) -> TaskKind:
         raise ValueError(f"unknown task kind {name!r}; known: {', '.join(KINDS)}") from None
 
 
-__all__ = ["KINDS", "SELF_PLAY", "SOLVE", "TASK_KINDS", "BuildOptions", "TaskKind", "kind_of", "per_problem", "raw_answer", "readable_floor"]
+__all__ = [
+    "KINDS",
+    "SELF_PLAY",
+    "SOLVE",
+    "TASK_KINDS",
+    "BuildOptions",
+    "TaskKind",
+    "kind_of",
+    "per_problem",
+    "raw_answer",
+    "readable_floor",
+]

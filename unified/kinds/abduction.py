@@ -7,7 +7,17 @@ from __future__ import annotations
 from typing import Sequence
 
 from unified.kinds import shapes
-from unified.kinds.base import from_each_program, no_floor, BuildOptions, about_program, all_same, call_text, cases_passed, one_task_per_triple, values_equal
+from unified.kinds.base import (
+    from_each_program,
+    no_floor,
+    BuildOptions,
+    about_program,
+    all_same,
+    call_text,
+    cases_passed,
+    one_task_per_triple,
+    values_equal,
+)
 from unified.sandbox.exec_types import ExecCall
 from unified.text.extract import call_args
 from unified.values import to_literal

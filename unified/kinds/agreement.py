@@ -63,9 +63,17 @@ class Consensus:
 
 
 def consensus(
-    problem: Problem, programs: Sequence[Program], triples: Sequence[IOTriple], votes: Mapping[str, int],
-    total: int, *, min_votes: int = 2, visible: bool = False, atol: float = 0.0, abstain: bool = True,
-) -> tuple[Consensus | None, str | None]:  # fmt: skip
+    problem: Problem,
+    programs: Sequence[Program],
+    triples: Sequence[IOTriple],
+    votes: Mapping[str, int],
+    total: int,
+    *,
+    min_votes: int = 2,
+    visible: bool = False,
+    atol: float = 0.0,
+    abstain: bool = True,
+) -> tuple[Consensus | None, str | None]:
     """(the winning cluster, None) or (None, why there is none). `programs` and `triples` are
     the problem's; `votes` maps a program id to the samples it stands for (1 if missing);
     `visible=True` ranks clusters by the visible examples they match first (source "both")."""
@@ -73,28 +81,16 @@ def consensus(
     if not inputs:
         return None, "no_inputs"
     outputs = {(t.program_id, to_literal(t.args)): t.output for t in triples}
-    counts: Counter = Counter()
-    members: dict[tuple, list[str]] = {}
-    for prog in programs:
-        sig = tuple(_key(outputs, prog.program_id, key) for key, _ in inputs)  # its behaviour on every input
-        if abstain and all(mark == ERROR for mark in sig):
-            continue
-        counts[sig] += max(1, int(votes.get(prog.program_id, 1)))
-        members.setdefault(sig, []).append(prog.program_id)
+    counts, members = _clusters(programs, inputs, outputs, votes, abstain)
     if not counts:
         return None, "all_errors" if programs else "no_programs"
     example = {to_literal(c.args): c.expected for c in problem.visible if c.expected is not None} if visible else {}
-
-    def matched(sig: tuple) -> int:
-        """Visible examples whose expected value this behaviour returns (0 unless `visible`)."""
-        return sum(mark != ERROR and values_equal(outputs[(members[sig][0], key)], example[key], atol=atol)
-                   for (key, _), mark in zip(inputs, sig) if key in example)  # fmt: skip
-
-    ranked = sorted(counts, key=lambda sig: (matched(sig), counts[sig]), reverse=True)
+    rank = {sig: (_matched(sig, inputs, outputs, members[sig][0], example, atol), counts[sig]) for sig in counts}
+    ranked = sorted(counts, key=lambda sig: rank[sig], reverse=True)
     best = ranked[0]
-    score = (matched(best), counts[best])
+    score = rank[best]
     runner_up = counts[ranked[1]] if len(ranked) > 1 else 0
-    if len(ranked) > 1 and (matched(ranked[1]), counts[ranked[1]]) == score:
+    if len(ranked) > 1 and rank[ranked[1]] == score:
         return None, "tied"
     if counts[best] < min_votes:
         return None, "too_few_votes"
@@ -104,9 +100,39 @@ def consensus(
     if all(v is None for _, v in values):
         return None, "returns_none"
     return Consensus(
-        cases=tuple(TestCase(args, value) for args, value in values), program_id=members[best][0], votes=counts[best],
-        total=max(total, sum(counts.values())), clusters=len(counts), runner_up=runner_up, visible_matched=score[0],
-    ), None  # fmt: skip
+        cases=tuple(TestCase(args, value) for args, value in values),
+        program_id=members[best][0],
+        votes=counts[best],
+        total=max(total, sum(counts.values())),
+        clusters=len(counts),
+        runner_up=runner_up,
+        visible_matched=score[0],
+    ), None
+
+
+def _clusters(
+    programs: Sequence[Program], inputs, outputs: dict, votes: Mapping[str, int], abstain: bool
+) -> tuple[Counter, dict]:
+    """Programs grouped by their behaviour on every input: (behaviour -> its votes, behaviour ->
+    its programs' ids); with `abstain`, a program with no value on any input votes for nothing."""
+    counts: Counter = Counter()
+    members: dict[tuple, list[str]] = {}
+    for prog in programs:
+        sig = tuple(_key(outputs, prog.program_id, key) for key, _ in inputs)  # its behaviour on every input
+        if abstain and all(mark == ERROR for mark in sig):
+            continue
+        counts[sig] += max(1, int(votes.get(prog.program_id, 1)))
+        members.setdefault(sig, []).append(prog.program_id)
+    return counts, members
+
+
+def _matched(sig: tuple, inputs, outputs: dict, program_id: str, example: dict, atol: float) -> int:
+    """Visible examples whose expected value this behaviour (`program_id` shows it) returns (0 without `example`)."""
+    return sum(
+        mark != ERROR and values_equal(outputs[(program_id, key)], example[key], atol=atol)
+        for (key, _), mark in zip(inputs, sig)
+        if key in example
+    )
 
 
 def _inputs(triples: Sequence[IOTriple]) -> list[tuple[str, tuple]]:

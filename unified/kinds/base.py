@@ -103,8 +103,9 @@ def from_each_program(build: BuildOne):
     """`build_problem` for a kind built per program: `build(problem, program, its triples,
     opts)` for each program that has triples, in program order."""
 
-    def build_problem(problem: Problem, programs: Sequence[Program], triples: Sequence[IOTriple],
-                      opts: BuildOptions) -> tuple[list[Task], list[Rejection]]:  # fmt: skip
+    def build_problem(
+        problem: Problem, programs: Sequence[Program], triples: Sequence[IOTriple], opts: BuildOptions
+    ) -> tuple[list[Task], list[Rejection]]:
         by_program: dict[str, list[IOTriple]] = {}
         for t in triples:
             by_program.setdefault(t.program_id, []).append(t)
@@ -119,21 +120,45 @@ def from_each_program(build: BuildOne):
     return build_problem
 
 
-def new_task(kind: str, index: int, problem: Problem, program: Program, prompt: str, gold: str,
-             cases: Sequence[TestCase], shown: Sequence[TestCase] = ()) -> Task:  # fmt: skip
+def new_task(
+    kind: str,
+    index: int,
+    problem: Problem,
+    program: Program,
+    prompt: str,
+    gold: str,
+    cases: Sequence[TestCase],
+    shown: Sequence[TestCase] = (),
+) -> Task:
     """A task of `kind` on `program`: ids are "<program_id>:<kind>:<index>", unique in a round."""
     return Task(
-        task_id=f"{program.program_id}:{kind}:{index}", kind=kind, problem_id=problem.problem_id,
-        program_id=program.program_id, prompt=prompt, gold=gold, entry_point=program.entry_point,
-        program=program.code, cases=tuple(cases), shown=tuple(shown), atol=problem.atol,
-    )  # fmt: skip
+        task_id=f"{program.program_id}:{kind}:{index}",
+        kind=kind,
+        problem_id=problem.problem_id,
+        program_id=program.program_id,
+        prompt=prompt,
+        gold=gold,
+        entry_point=program.entry_point,
+        program=program.code,
+        cases=tuple(cases),
+        shown=tuple(shown),
+        atol=problem.atol,
+    )
 
 
-def one_task_per_triple(kind: str, problem: Problem, program: Program, triples: Sequence[IOTriple],
-                        prompt: Callable[[IOTriple], str], gold: Callable[[IOTriple], str]) -> list[Task]:  # fmt: skip
+def one_task_per_triple(
+    kind: str,
+    problem: Problem,
+    program: Program,
+    triples: Sequence[IOTriple],
+    prompt: Callable[[IOTriple], str],
+    gold: Callable[[IOTriple], str],
+) -> list[Task]:
     """One task per (input, output) pair of `program`, checked against that pair (deduction, abduction)."""
-    return [new_task(kind, i, problem, program, prompt(t), f"<answer>{gold(t)}</answer>", [TestCase(t.args, t.output)])
-            for i, t in enumerate(triples)]  # fmt: skip
+    return [
+        new_task(kind, i, problem, program, prompt(t), f"<answer>{gold(t)}</answer>", [TestCase(t.args, t.output)])
+        for i, t in enumerate(triples)
+    ]
 
 
 def about_program(program: Program, question: str) -> str:

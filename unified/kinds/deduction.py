@@ -6,7 +6,15 @@ from __future__ import annotations
 from typing import Sequence
 
 from unified.kinds import shapes
-from unified.kinds.base import from_each_program, no_floor, BuildOptions, about_program, call_text, one_task_per_triple, values_equal
+from unified.kinds.base import (
+    from_each_program,
+    no_floor,
+    BuildOptions,
+    about_program,
+    call_text,
+    one_task_per_triple,
+    values_equal,
+)
 from unified.text.extract import read_literal
 from unified.values import to_literal
 from unified.types import IOTriple, Problem, Program, Rejection, Task
@@ -28,7 +36,9 @@ def prompt(program: Program, args: tuple) -> str:
 def build(
     problem: Problem, program: Program, triples: Sequence[IOTriple], opts: BuildOptions
 ) -> tuple[list[Task], list[Rejection]]:
-    return one_task_per_triple(NAME, problem, program, triples, lambda t: prompt(program, t.args), lambda t: to_literal(t.output)), []
+    return one_task_per_triple(
+        NAME, problem, program, triples, lambda t: prompt(program, t.args), lambda t: to_literal(t.output)
+    ), []
 
 
 def parse(task: Task, answer: str) -> tuple[object, str | None]:

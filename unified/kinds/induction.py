@@ -8,7 +8,17 @@ from __future__ import annotations
 from typing import Sequence
 
 from unified.kinds import shapes
-from unified.kinds.base import from_each_program, no_floor, ANSWER_RULE, BuildOptions, all_same, call_text, cases_passed, code_block, new_task
+from unified.kinds.base import (
+    from_each_program,
+    no_floor,
+    ANSWER_RULE,
+    BuildOptions,
+    all_same,
+    call_text,
+    cases_passed,
+    code_block,
+    new_task,
+)
 from unified.sandbox.exec_types import ExecCall
 from unified.text.extract import code_key, extract_program
 from unified.values import to_literal

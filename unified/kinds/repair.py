@@ -36,8 +36,9 @@ def readable_floor(opts: BuildOptions) -> float:
     return solve.readable_floor(opts)
 
 
-def build_problem(problem: Problem, programs: Sequence[Program], triples: Sequence[IOTriple],
-                  opts: BuildOptions) -> tuple[list[Task], list[Rejection]]:  # fmt: skip
+def build_problem(
+    problem: Problem, programs: Sequence[Program], triples: Sequence[IOTriple], opts: BuildOptions
+) -> tuple[list[Task], list[Rejection]]:
     task_id = f"{problem.problem_id}#repair:{NAME}:0"
     cases = [c for c in problem.visible if c.expected is not None]
     failures = opts.visible_failures or {}
@@ -48,9 +49,11 @@ def build_problem(problem: Problem, programs: Sequence[Program], triples: Sequen
     attempt = failed[0]
     passing = [p for p in programs if opts.visible_passing is not None and p.program_id in opts.visible_passing]
     gold = passing[0].code if passing else ""
-    prompt = (f"{program_prompt(problem)}{ATTEMPT}:\n\n{code_block(attempt.code)}\n\n"
-              f"Running it on the example gave: {failures[attempt.program_id]}\n\n"
-              f"Write the corrected `{problem.entry_point}` as one complete function in one ```python code block.")  # fmt: skip
+    prompt = (
+        f"{program_prompt(problem)}{ATTEMPT}:\n\n{code_block(attempt.code)}\n\n"
+        f"Running it on the example gave: {failures[attempt.program_id]}\n\n"
+        f"Write the corrected `{problem.entry_point}` as one complete function in one ```python code block."
+    )
     program = Program(problem.problem_id, f"{problem.problem_id}#repair", gold, problem.entry_point)
     return [new_task(NAME, 0, problem, program, prompt, code_block(gold) if gold else "", cases)], []
 

@@ -42,7 +42,7 @@ def _quoted(text: str) -> str:
 
 
 def _arguments(arity: int) -> str:
-    return " \", \" ".join(["literal"] * arity) if arity > 0 else '""'
+    return ' ", " '.join(["literal"] * arity) if arity > 0 else '""'
 
 
 def literal_answer() -> str:

@@ -43,8 +43,9 @@ def readable_floor(opts: BuildOptions) -> float:
     return GRADED["error"] if opts.solve_reward == "graded" else 0.0
 
 
-def build_problem(problem: Problem, programs: Sequence[Program], triples: Sequence[IOTriple],
-                  opts: BuildOptions) -> tuple[list[Task], list[Rejection]]:  # fmt: skip
+def build_problem(
+    problem: Problem, programs: Sequence[Program], triples: Sequence[IOTriple], opts: BuildOptions
+) -> tuple[list[Task], list[Rejection]]:
     """The problem's solve task; `programs` and `triples` are phases 1-2's for this problem.
     Its cases come from `opts.solve_source`:
 
@@ -59,9 +60,16 @@ def build_problem(problem: Problem, programs: Sequence[Program], triples: Sequen
     passing = [p for p in programs if opts.visible_passing is None or p.program_id in opts.visible_passing]
     cases, gold = visible, (passing[0].code if passing else "")
     if opts.solve_source != "visible":
-        found, why = agreement.consensus(problem, programs, triples, opts.program_votes or {}, opts.samples_per_problem,
-                                         min_votes=opts.agreement_min_votes, visible=opts.solve_source == "both",
-                                         atol=problem.atol)  # fmt: skip
+        found, why = agreement.consensus(
+            problem,
+            programs,
+            triples,
+            opts.program_votes or {},
+            opts.samples_per_problem,
+            min_votes=opts.agreement_min_votes,
+            visible=opts.solve_source == "both",
+            atol=problem.atol,
+        )
         if found is None and opts.solve_source == "agreement":
             return [], [Rejection("task", why, problem.problem_id, task_id, NAME, f"{len(programs)} programs")]
         if found is not None and found.visible_matched == len(visible):
@@ -71,10 +79,16 @@ def build_problem(problem: Problem, programs: Sequence[Program], triples: Sequen
     if not cases:
         return [], [Rejection("task", "too_few_pairs", problem.problem_id, task_id, NAME, "no visible example with a value")]
     # the task belongs to the problem (id "<problem>#solve:solve:0"), whichever program is its gold
-    task = new_task(NAME, 0, problem, Program(problem.problem_id, f"{problem.problem_id}#solve", gold, problem.entry_point),
-                    program_prompt(problem), code_block(gold) if gold else "", cases)  # fmt: skip
+    task = new_task(
+        NAME,
+        0,
+        problem,
+        Program(problem.problem_id, f"{problem.problem_id}#solve", gold, problem.entry_point),
+        program_prompt(problem),
+        code_block(gold) if gold else "",
+        cases,
+    )
     return [task], []
-
 
 
 def parse(task: Task, answer: str) -> tuple[object, str | None]:

@@ -68,8 +68,15 @@ def write_compact(trained_dir: str | Path, base: str, base_dir: str | Path, out:
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     np.savez_compressed(out / DELTAS, **{n.replace(".", "/"): d for n, d in deltas.items()})
-    manifest = {"format": FORMAT, "base": base, "base_sha256": weights_digest(base_dir), "dtype": "bfloat16",
-                "changed": sorted(deltas), "changed_parameters": int(sum(d.size for d in deltas.values())), **extra}  # fmt: skip
+    manifest = {
+        "format": FORMAT,
+        "base": base,
+        "base_sha256": weights_digest(base_dir),
+        "dtype": "bfloat16",
+        "changed": sorted(deltas),
+        "changed_parameters": int(sum(d.size for d in deltas.values())),
+        **extra,
+    }
     (out / MANIFEST).write_text(json.dumps(manifest, indent=1) + "\n")
     return manifest
 
@@ -90,7 +97,9 @@ def write_compact_adapter(adapter_dir: str | Path, base: str, base_dir: str | Pa
 def read_manifest(compact_dir: str | Path) -> dict:
     manifest = json.loads((Path(compact_dir) / MANIFEST).read_text())
     if manifest.get("format") not in (FORMAT, ADAPTER_FORMAT):
-        raise UserError(f"{compact_dir}: unknown compact format {manifest.get('format')!r} (this version reads {FORMAT}, {ADAPTER_FORMAT})")
+        raise UserError(
+            f"{compact_dir}: unknown compact format {manifest.get('format')!r} (this version reads {FORMAT}, {ADAPTER_FORMAT})"
+        )
     return manifest
 
 
@@ -135,8 +144,12 @@ def _merged(compact_dir: Path, base_dir: Path) -> dict[str, torch.Tensor]:
     from unified.trainer.tuning import TuningConfig, apply_tuning, lora_scalings, merged_weights
 
     config = json.loads((compact_dir / ADAPTER / "adapter_config.json").read_text())
-    tuning = TuningConfig(method="lora", lora_r=int(config["r"]), lora_alpha=int(config["lora_alpha"]),
-                          target_modules=tuple(sorted(config["target_modules"])))  # fmt: skip
+    tuning = TuningConfig(
+        method="lora",
+        lora_r=int(config["r"]),
+        lora_alpha=int(config["lora_alpha"]),
+        target_modules=tuple(sorted(config["target_modules"])),
+    )
     model = apply_tuning(AutoModelForCausalLM.from_pretrained(str(base_dir), dtype=torch.float32), tuning, compact_dir / ADAPTER)
     named = ((n, p.detach()) for n, p in model.named_parameters())
     return {n: t.contiguous() for n, t in merged_weights(named, lora_scalings(model))}

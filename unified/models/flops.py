@@ -30,7 +30,7 @@ TRAINING_FORMULA = (
     "per trained token: forward 2 x (layers x P_block + P_head) + backward input gradient 2 x P of every block "
     "from the lowest trainable one up and of the head + weight gradient 2 x P of what trains (+ LoRA adapters: "
     "2 x 3 x P_lora); per step the head's share counts only response tokens (logits_to_keep)"
-)  # fmt: skip
+)
 
 
 def product_shapes(config: dict) -> dict[str, tuple[int, int]]:
@@ -40,8 +40,15 @@ def product_shapes(config: dict) -> dict[str, tuple[int, int]]:
     head_dim = int(config.get("head_dim") or h // heads)
     kv = int(config.get("num_key_value_heads") or heads) * head_dim
     q = heads * head_dim
-    return {"q_proj": (h, q), "k_proj": (h, kv), "v_proj": (h, kv), "o_proj": (q, h),
-            "gate_proj": (h, i), "up_proj": (h, i), "down_proj": (i, h)}  # fmt: skip
+    return {
+        "q_proj": (h, q),
+        "k_proj": (h, kv),
+        "v_proj": (h, kv),
+        "o_proj": (q, h),
+        "gate_proj": (h, i),
+        "up_proj": (h, i),
+        "down_proj": (i, h),
+    }
 
 
 def block_params(config: dict) -> int:

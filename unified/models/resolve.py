@@ -76,11 +76,15 @@ def resolve_model_path(path: str | None) -> str:
     except Exception:  # noqa: BLE001 - not cached: try the hub below
         pass
     if not _hub_reachable():
-        raise UserError(f"model {path!r} is not in the local Hugging Face cache and the hub is unreachable: download it on a connected machine or give a local directory")
+        raise UserError(
+            f"model {path!r} is not in the local Hugging Face cache and the hub is unreachable: download it on a connected machine or give a local directory"
+        )
     try:
         return snapshot_download(str(path))
     except Exception as exc:  # noqa: BLE001 - any hub failure becomes one clear line
-        raise UserError(f"could not download model {path!r} ({type(exc).__name__}): check the id, or give a local directory") from None
+        raise UserError(
+            f"could not download model {path!r} ({type(exc).__name__}): check the id, or give a local directory"
+        ) from None
 
 
 def load_tokenizer(model_dir: str):
@@ -89,7 +93,9 @@ def load_tokenizer(model_dir: str):
     try:
         tok = AutoTokenizer.from_pretrained(model_dir)
     except (OSError, ValueError) as exc:
-        raise UserError(f"could not load a tokenizer from {model_dir!r} ({type(exc).__name__}): the model folder needs tokenizer files") from None
+        raise UserError(
+            f"could not load a tokenizer from {model_dir!r} ({type(exc).__name__}): the model folder needs tokenizer files"
+        ) from None
     if tok.pad_token_id is None:
         tok.pad_token = tok.eos_token
     return tok

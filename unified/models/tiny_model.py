@@ -142,9 +142,7 @@ def save_random_qwen2(path: Path, tokenizer, arch: dict, seed: int) -> Path:
     with torch.random.fork_rng():
         torch.manual_seed(seed)
         model = Qwen2ForCausalLM(config)
-    model.generation_config = GenerationConfig(
-        eos_token_id=config.eos_token_id, pad_token_id=config.pad_token_id
-    )
+    model.generation_config = GenerationConfig(eos_token_id=config.eos_token_id, pad_token_id=config.pad_token_id)
     model.save_pretrained(path, safe_serialization=True)
     return path
 

@@ -52,7 +52,9 @@ def corpus(problem_limit: int | None = None) -> list[tuple[str, str]]:
         triple = IOTriple(problem.problem_id, program.program_id, args, result.value, "visible")
         for kind in KINDS.values():  # the kinds built per program (the solve kind has no pair of its own here)
             if not kind.PER_PROBLEM:
-                pairs += [(task.prompt, task.gold) for task in kind.build_problem(problem, [program], [triple], BuildOptions())[0]]
+                pairs += [
+                    (task.prompt, task.gold) for task in kind.build_problem(problem, [program], [triple], BuildOptions())[0]
+                ]
     return pairs
 
 

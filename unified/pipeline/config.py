@@ -23,8 +23,16 @@ INDUCTION_REWARDS = ("all", "fraction")  # "fraction": partial credit, a share o
 FORMAT_PENALTY_WHEN = ("always", "no_signal")  # when an unreadable answer gets `format_penalty` (see score_rollouts)
 INPUTS = "inputs"  # in `constrain`: phase 2's proposed inputs
 # the fields whose value follows from another group: None in the class, filled by schema.derive
-DERIVED = ("num_programs", "program_temperature", "program_max_tokens", "input_max_tokens", "seed_programs", "kinds", "mix",
-           "constrain")  # fmt: skip
+DERIVED = (
+    "num_programs",
+    "program_temperature",
+    "program_max_tokens",
+    "input_max_tokens",
+    "seed_programs",
+    "kinds",
+    "mix",
+    "constrain",
+)
 
 
 @dataclass(frozen=True)
@@ -64,9 +72,13 @@ class PipelineConfig:
     induction_reward: str = "all"  # "all" | "fraction" of held-out pairs
     solve_reward: str = "binary"  # solve kind: "binary" | "fraction" of its cases | "graded" (kinds/solve.py)
     solve_source: str = "visible"  # solve kind's expected values: "visible" examples | "agreement" | "both" (kinds/agreement.py)
-    agreement_min_votes: int = 3  # the smallest cluster of programs whose outputs are a label (tuned: unified/eval/experiments/agreement_labels.py)
+    agreement_min_votes: int = (
+        3  # the smallest cluster of programs whose outputs are a label (tuned: unified/eval/experiments/agreement_labels.py)
+    )
     format_penalty: float = -0.5  # reward of an unreadable answer
-    format_penalty_when: str = "no_signal"  # "always" | "no_signal": only in a batch where correctness alone gives no group signal
+    format_penalty_when: str = (
+        "no_signal"  # "always" | "no_signal": only in a batch where correctness alone gives no group signal
+    )
     max_output_chars: int = 1000  # longer output literals are rejected
     # stop each free-text completion where its answer ends (text/stops.py: the fence that closes a
     # program, the closing </answer> tag) instead of running on to EOS; evaluation never stops early
@@ -106,13 +118,17 @@ class PipelineConfig:
         if self.solve_source not in SOLVE_SOURCES:
             problems.append(f"solve_source must be one of {SOLVE_SOURCES}, got {self.solve_source!r}")
         if not (0 < self.selective_floor <= 1 and 0 < self.selective_keep <= 1):
-            problems.append(f"selective_keep and selective_floor must be in (0, 1] (a silent problem is never skipped for "
-                            f"good), got {self.selective_keep} and {self.selective_floor}")  # fmt: skip
+            problems.append(
+                f"selective_keep and selective_floor must be in (0, 1] (a silent problem is never skipped for "
+                f"good), got {self.selective_keep} and {self.selective_floor}"
+            )
         if self.agreement_min_votes < 1:
             problems.append("agreement_min_votes must be >= 1")
         if self.solve_source == "agreement" and self.keep_passing_visible:
-            problems.append("solve_source=agreement reads no visible example, but keep_passing_visible=true drops the "
-                            "programs that fail one (a label by the back door): set keep_passing_visible=false")
+            problems.append(
+                "solve_source=agreement reads no visible example, but keep_passing_visible=true drops the "
+                "programs that fail one (a label by the back door): set keep_passing_visible=false"
+            )
         if self.solve_reward not in SOLVE_REWARDS:
             problems.append(f"solve_reward must be one of {SOLVE_REWARDS}, got {self.solve_reward!r}")
         if self.discovery_n < 0:
@@ -127,9 +143,11 @@ class PipelineConfig:
         line naming any still None, instead of a TypeError deep inside a phase."""
         missing = [key for key in DERIVED if getattr(self, key) is None]
         if missing:
-            raise ValueError(f"pipeline.{missing[0]} is None: derived keys ({', '.join(missing)}) follow other groups and "
-                             f"TrainConfig fills them (schema.derive): build the config as a TrainConfig, or give "
-                             f"PipelineConfig({missing[0]}=...)")  # fmt: skip
+            raise ValueError(
+                f"pipeline.{missing[0]} is None: derived keys ({', '.join(missing)}) follow other groups and "
+                f"TrainConfig fills them (schema.derive): build the config as a TrainConfig, or give "
+                f"PipelineConfig({missing[0]}=...)"
+            )
         return self
 
     @property

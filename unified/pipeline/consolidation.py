@@ -51,8 +51,13 @@ class Greedy:
     passes: bool
 
 
-def greedy_answers(problems: Sequence[Problem], generator: Generator, run_batch, max_tokens: int,
-                   end: Callable[[str], AnswerEnd | None] = lambda entry_point: None) -> dict[str, Greedy]:  # fmt: skip
+def greedy_answers(
+    problems: Sequence[Problem],
+    generator: Generator,
+    run_batch,
+    max_tokens: int,
+    end: Callable[[str], AnswerEnd | None] = lambda entry_point: None,
+) -> dict[str, Greedy]:
     """Each problem's greedy answer (the evaluation's decoding: phase 1's prompt, temperature 0;
     `end`: where it may stop, `PipelineConfig.program_end`: at the block that answers, which
     changes no extracted program, text/stops.py) and whether it passes its visible examples
@@ -62,9 +67,15 @@ def greedy_answers(problems: Sequence[Problem], generator: Generator, run_batch,
     passing, _ = check_visible(programs, problems, run_batch)
     checked = {p.problem_id for p in problems if any(c.expected is not None for c in p.visible)}
     by_problem = {prog.problem_id: prog for prog in programs}
-    return {p.problem_id: Greedy(completions[p.problem_id][0], by_problem.get(p.problem_id),
-                                 p.problem_id in checked and f"{p.problem_id}#p0" in passing)
-            for p in problems if completions.get(p.problem_id)}  # fmt: skip
+    return {
+        p.problem_id: Greedy(
+            completions[p.problem_id][0],
+            by_problem.get(p.problem_id),
+            p.problem_id in checked and f"{p.problem_id}#p0" in passing,
+        )
+        for p in problems
+        if completions.get(p.problem_id)
+    }
 
 
 def signatures(triples: Sequence[IOTriple]) -> dict[str, dict[str, str]]:

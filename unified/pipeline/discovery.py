@@ -72,8 +72,9 @@ def first_passing(completions: Sequence[Completion], passing_ids: Iterable[str],
     return None
 
 
-def update_found(found: Mapping[str, Completion], completions: Mapping[str, Sequence[Completion]],
-                 passing_ids: Iterable[str]) -> dict[str, Completion]:  # fmt: skip
+def update_found(
+    found: Mapping[str, Completion], completions: Mapping[str, Sequence[Completion]], passing_ids: Iterable[str]
+) -> dict[str, Completion]:
     """`found` after a round: each problem with a passing completion this round keeps this
     round's (the newest: its log-probs are the closest to the policy); the others keep theirs."""
     passing = set(passing_ids)

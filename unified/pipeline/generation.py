@@ -16,8 +16,13 @@ Prompt = Sequence[dict]  # chat messages: [{"role": "user", "content": ...}]
 
 
 class Generator(Protocol):
-    def generate(self, prompts: Sequence[str | Prompt], sampling: SamplingConfig, shapes: Sequence[str | None] | None = None,
-                 ends: Sequence[AnswerEnd | None] | None = None) -> list[list[Completion]]:  # fmt: skip
+    def generate(
+        self,
+        prompts: Sequence[str | Prompt],
+        sampling: SamplingConfig,
+        shapes: Sequence[str | None] | None = None,
+        ends: Sequence[AnswerEnd | None] | None = None,
+    ) -> list[list[Completion]]:
         """Per prompt, `sampling.n` completions, in prompt order; `shapes`: per prompt, the
         grammar its completions are decoded in (None: free text); `ends`: per prompt, where
         its answer ends, so the completion stops there (`text.stops`; None: run on)."""

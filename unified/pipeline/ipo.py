@@ -26,7 +26,11 @@ from unified.values import from_literal, to_literal, values_equal
 from unified.types import IOTriple, Problem, Program, Rejection
 
 STATUS_REASON = {
-    "error": "runtime_error", "timeout": "timeout", "memory": "memory", "banned": "banned", "crashed": "crashed",
+    "error": "runtime_error",
+    "timeout": "timeout",
+    "memory": "memory",
+    "banned": "banned",
+    "crashed": "crashed",
     "bad_reply": "crashed",  # a reply the parent refused to read (sandbox.reply): no output either
 }
 
@@ -105,8 +109,7 @@ def propose_inputs(
     entry point with its arity (kinds/shapes.py), where the arity is known."""
     texts = [""] * len(problems)
     if count > 0:
-        shapes = [input_lines(p.entry_point, _arity(p), count) if shaped and _arity(p) is not None else None
-                  for p in problems]  # fmt: skip
+        shapes = [input_lines(p.entry_point, _arity(p), count) if shaped and _arity(p) is not None else None for p in problems]
         outputs = generator.generate([user_message(input_prompt(p, count)) for p in problems], sampling, shapes)
         texts = [completions[0].text if completions else "" for completions in outputs]
     inputs, rejections = [], []

@@ -41,7 +41,7 @@ SCHEMAS = {
                    ("subject", _S), ("detail", _S)],
     "rollouts": [("round", _I), ("task_id", _S), ("kind", _S), ("completion", _S), ("reward", _F),
                  ("parse_failure", _S), ("finish_reason", _S), ("num_tokens", _I), ("version", _I)],
-}
+}  # fmt: skip  # table: one file's columns an entry
 
 
 def _cases_text(cases) -> str:
@@ -56,43 +56,97 @@ def round_rows(data, hidden_counts: Mapping[str, int] | None = None) -> dict[str
     """Rows per file for a `phases.RoundData`; `hidden_counts`: problem id -> its number of
     hidden cases (`benchmarks.hidden.hidden_count`, given by the caller: this folder reads no
     hidden test; None: not recorded)."""
-    hidden_counts = hidden_counts or {}
-    n = data.round_index
-    why = {(r.stage, r.subject): r for r in data.rejections}
-    program_why = {r.subject: r.reason for r in data.rejections if r.stage == "program"}
-    rows = {
-        "problems": [
-            dict(round=n, problem_id=p.problem_id, benchmark=p.benchmark, entry_point=p.entry_point, prompt=p.prompt,
-                 visible=_cases_text(p.visible), num_visible=len(p.visible), num_hidden=hidden_counts.get(p.problem_id),
-                 pass_at_1=data.pass_at_1.get(p.problem_id))
-            for p in data.problems
-        ],
-        "programs": [
-            dict(round=n, problem_id=p.problem_id, program_id=p.program_id, source=p.source, code=p.code,
-                 kept=p.program_id not in program_why, rejection=program_why.get(p.program_id))
-            for p in data.program_candidates
-        ],
-        "ipo_triples": [
-            dict(round=n, problem_id=t.problem_id, program_id=t.program_id, input=to_literal(t.args),
-                 output=to_literal(t.output), input_source=t.input_source)
-            for t in data.triples
-        ],
-        "tasks": [],
-        "rejections": [
-            dict(round=n, stage=r.stage, reason=r.reason, kind=r.kind, problem_id=r.problem_id, subject=r.subject,
-                 detail=r.detail)
-            for r in data.rejections
-        ],
+    return {
+        "problems": _problem_rows(data, hidden_counts or {}),
+        "programs": _program_rows(data),
+        "ipo_triples": _triple_rows(data),
+        "tasks": _task_rows(data),
+        "rejections": _rejection_rows(data),
     }
+
+
+def _problem_rows(data, hidden_counts: Mapping[str, int]) -> list[dict]:
+    return [
+        dict(
+            round=data.round_index,
+            problem_id=p.problem_id,
+            benchmark=p.benchmark,
+            entry_point=p.entry_point,
+            prompt=p.prompt,
+            visible=_cases_text(p.visible),
+            num_visible=len(p.visible),
+            num_hidden=hidden_counts.get(p.problem_id),
+            pass_at_1=data.pass_at_1.get(p.problem_id),
+        )
+        for p in data.problems
+    ]
+
+
+def _program_rows(data) -> list[dict]:
+    """Every candidate program, kept or not (its rejection's reason)."""
+    program_why = {r.subject: r.reason for r in data.rejections if r.stage == "program"}
+    return [
+        dict(
+            round=data.round_index,
+            problem_id=p.problem_id,
+            program_id=p.program_id,
+            source=p.source,
+            code=p.code,
+            kept=p.program_id not in program_why,
+            rejection=program_why.get(p.program_id),
+        )
+        for p in data.program_candidates
+    ]
+
+
+def _triple_rows(data) -> list[dict]:
+    return [
+        dict(
+            round=data.round_index,
+            problem_id=t.problem_id,
+            program_id=t.program_id,
+            input=to_literal(t.args),
+            output=to_literal(t.output),
+            input_source=t.input_source,
+        )
+        for t in data.triples
+    ]
+
+
+def _task_rows(data) -> list[dict]:
+    """Every candidate task, kept or not (its rejection's reason and detail)."""
+    why = {(r.stage, r.subject): r for r in data.rejections}
+    rows = []
     for t in data.candidate_tasks:
         r = why.get(("task", t.task_id))
-        rows["tasks"].append(
-            dict(round=n, task_id=t.task_id, kind=t.kind, problem_id=t.problem_id, program_id=t.program_id,
-                 prompt=t.prompt, gold=t.gold, entry_point=t.entry_point, program=t.program,
-                 cases=_cases_text(t.cases), shown=_cases_text(t.shown), atol=t.atol, kept=r is None,
-                 rejection=r.reason if r else None, rejection_detail=r.detail if r else None)
+        rows.append(
+            dict(
+                round=data.round_index,
+                task_id=t.task_id,
+                kind=t.kind,
+                problem_id=t.problem_id,
+                program_id=t.program_id,
+                prompt=t.prompt,
+                gold=t.gold,
+                entry_point=t.entry_point,
+                program=t.program,
+                cases=_cases_text(t.cases),
+                shown=_cases_text(t.shown),
+                atol=t.atol,
+                kept=r is None,
+                rejection=r.reason if r else None,
+                rejection_detail=r.detail if r else None,
+            )
         )
     return rows
+
+
+def _rejection_rows(data) -> list[dict]:
+    n = data.round_index
+    return [
+        dict(round=n, stage=r.stage, reason=r.reason, kind=r.kind, problem_id=r.problem_id, subject=r.subject, detail=r.detail)
+        for r in data.rejections
+    ]
 
 
 def write_round(round_dir: str | Path, data, hidden_counts: Mapping[str, int] | None = None) -> dict[str, Path]:
@@ -116,9 +170,19 @@ def read_tasks(path: str | Path, kept_only: bool = True) -> list[Task]:
     """Tasks back from a tasks.parquet (values re-read from their literal text)."""
     rows = pq.read_table(path).to_pylist()
     return [
-        Task(task_id=r["task_id"], kind=r["kind"], problem_id=r["problem_id"], program_id=r["program_id"],
-             prompt=r["prompt"], gold=r["gold"], entry_point=r["entry_point"], program=r["program"],
-             cases=_cases(r["cases"]), shown=_cases(r["shown"]), atol=r["atol"])
+        Task(
+            task_id=r["task_id"],
+            kind=r["kind"],
+            problem_id=r["problem_id"],
+            program_id=r["program_id"],
+            prompt=r["prompt"],
+            gold=r["gold"],
+            entry_point=r["entry_point"],
+            program=r["program"],
+            cases=_cases(r["cases"]),
+            shown=_cases(r["shown"]),
+            atol=r["atol"],
+        )
         for r in rows
         if r["kept"] or not kept_only
     ]

@@ -26,8 +26,6 @@ from unified.pipeline.rewards import penalize_format_only_without_signal, score_
 from unified.types import Completion, IOTriple, Problem, Program, Rejection, Task
 
 
-
-
 @dataclass(frozen=True)
 class RoundData:
     """Everything phases 1-4 made in one round. `programs` are the ones used for triples;
@@ -58,8 +56,14 @@ class RoundData:
         return {k: sum(t.kind == k for t in self.candidate_tasks) for k in KINDS}
 
 
-def build_round_data(problems: Sequence[Problem], generator: Generator, executor, cfg: PipelineConfig, plan: RoundPlan,
-                     on_phase: Callable[[str, float], None] | None = None) -> RoundData:  # fmt: skip
+def build_round_data(
+    problems: Sequence[Problem],
+    generator: Generator,
+    executor,
+    cfg: PipelineConfig,
+    plan: RoundPlan,
+    on_phase: Callable[[str, float], None] | None = None,
+) -> RoundData:
     """Phases 1-4 on the problems `plan` draws (`plan.problems`), with its seed and phase 1's
     samples per problem (`plan.samples`; None: `num_programs` each). `on_phase(name, seconds)`:
     called as each sub-phase ends. Nothing here reads a hidden test (the round's evaluation is
@@ -74,7 +78,30 @@ def build_round_data(problems: Sequence[Problem], generator: Generator, executor
     selfplay = [p for p in kept if _within_group(p, cfg.num_programs) or p.program_id in passing]  # a wider budget is for solve
     triples = _phase_2(problems, selfplay, generator, executor, cfg, round_seed, rejections) if cfg.needs_triples else []
     lap("phase_2")
-    opts = BuildOptions(
+    opts = _build_options(cfg, candidates, kept, passing, rejections)
+    candidate_tasks = _collect(rejections, phase3.build_tasks(problems, selfplay, triples, cfg.kinds, opts))
+    lap("phase_3")
+    tasks = _phase_4(candidate_tasks, triples, cfg, round_seed, rejections)
+    lap("phase_4")
+    return RoundData(
+        round_index=round_index,
+        problems=tuple(problems),
+        pass_at_1=pass_at_1,
+        program_candidates=tuple(candidates),
+        programs=tuple(selfplay),
+        program_completions=completions,
+        visible_passing=frozenset(_with_examples(passing, problems)),
+        triples=tuple(triples),
+        candidate_tasks=tuple(candidate_tasks),
+        tasks=tuple(tasks),
+        rejections=tuple(rejections),
+        timings=lap.timings,
+    )
+
+
+def _build_options(cfg: PipelineConfig, candidates, kept, passing, rejections: list) -> BuildOptions:
+    """Phase 3's options: the config's, and what phases 1-2 found (votes, visible passes and failures)."""
+    return BuildOptions(
         shown_pairs=cfg.induction_shown,
         visible_passing=frozenset(passing) if cfg.induction_needs_visible else None,
         partial_credit=cfg.partial_credit,
@@ -85,22 +112,30 @@ def build_round_data(problems: Sequence[Problem], generator: Generator, executor
         agreement_min_votes=cfg.agreement_min_votes,
         visible_failures={r.subject: r.detail for r in rejections if r.reason == "fails_visible"},
     )
-    candidate_tasks = _collect(rejections, phase3.build_tasks(problems, selfplay, triples, cfg.kinds, opts))
-    lap("phase_3")
-    tasks = _collect(rejections, validate.validate_tasks(candidate_tasks, triples, cfg.max_tasks_per_kind_per_problem,
-                                                         cfg.balance_kinds, round_seed, cfg.partial_credit))  # fmt: skip
+
+
+def _phase_4(candidate_tasks, triples, cfg: PipelineConfig, round_seed: int, rejections: list) -> list[Task]:
+    """Phase 4: validate the candidate tasks, mix the kinds to their shares, cap the count (each drop is a rejection)."""
+    tasks = _collect(
+        rejections,
+        validate.validate_tasks(
+            candidate_tasks, triples, cfg.max_tasks_per_kind_per_problem, cfg.balance_kinds, round_seed, cfg.partial_credit
+        ),
+    )
     tasks = _collect(rejections, mix_tasks(tasks, cfg.shares, round_seed))
     tasks = _collect(rejections, cap_tasks(tasks, cfg.max_tasks, round_seed))
-    lap("phase_4")
-    return RoundData(round_index=round_index, problems=tuple(problems), pass_at_1=pass_at_1,
-                     program_candidates=tuple(candidates), programs=tuple(selfplay), program_completions=completions,
-                     visible_passing=frozenset(_with_examples(passing, problems)), triples=tuple(triples),
-                     candidate_tasks=tuple(candidate_tasks), tasks=tuple(tasks), rejections=tuple(rejections),
-                     timings=lap.timings)  # fmt: skip
+    return tasks
 
 
-def _phase_1(problems, generator: Generator, executor, cfg: PipelineConfig, round_seed: int, rejections: list,
-             budget: Mapping[str, int] | None = None):  # fmt: skip
+def _phase_1(
+    problems,
+    generator: Generator,
+    executor,
+    cfg: PipelineConfig,
+    round_seed: int,
+    rejections: list,
+    budget: Mapping[str, int] | None = None,
+):
     """K candidate programs per problem (plus canonical seeds; `budget`: K per problem),
     deduplicated, checked on the visible examples. A program that fails one still defines its
     own answers for the kinds that read only the program; `passing` says which ones agree
@@ -117,8 +152,9 @@ def _phase_1(problems, generator: Generator, executor, cfg: PipelineConfig, roun
     return (candidates, completions), kept, passing
 
 
-def _sample_programs(problems, generator: Generator, cfg: PipelineConfig, round_seed: int, rejections: list,
-                     budget: Mapping[str, int] | None) -> tuple[list[Program], dict]:  # fmt: skip
+def _sample_programs(
+    problems, generator: Generator, cfg: PipelineConfig, round_seed: int, rejections: list, budget: Mapping[str, int] | None
+) -> tuple[list[Program], dict]:
     """Phase 1's generation: one call per distinct sample count (in ascending order), the
     programs back in the problems' order."""
     sizes = {p.problem_id: (budget or {}).get(p.problem_id, cfg.num_programs) for p in problems}
@@ -131,8 +167,9 @@ def _sample_programs(problems, generator: Generator, cfg: PipelineConfig, round_
         completions.update(groups)
         for prog in generated:
             programs.setdefault(prog.problem_id, []).append(prog)
-    return [prog for p in problems for prog in programs.get(p.problem_id, [])], {p.problem_id: completions[p.problem_id]
-                                                                                   for p in problems if p.problem_id in completions}  # fmt: skip
+    return [prog for p in problems for prog in programs.get(p.problem_id, [])], {
+        p.problem_id: completions[p.problem_id] for p in problems if p.problem_id in completions
+    }
 
 
 def _within_group(program: Program, n: int) -> bool:
@@ -151,16 +188,19 @@ def _with_examples(passing: set[str], problems) -> set[str]:
 def program_sampling(cfg: PipelineConfig, round_seed: int) -> SamplingConfig:
     """How phase 1 samples the K programs (phase 5 reuses them for `solve` when it matches)."""
     cfg = cfg.require_derived()
-    return SamplingConfig(n=cfg.num_programs, temperature=cfg.program_temperature, max_tokens=cfg.program_max_tokens,
-                          seed=round_seed)  # fmt: skip
+    return SamplingConfig(
+        n=cfg.num_programs, temperature=cfg.program_temperature, max_tokens=cfg.program_max_tokens, seed=round_seed
+    )
 
 
 def _phase_2(problems, kept, generator: Generator, executor, cfg: PipelineConfig, round_seed: int, rejections: list):
     """Inputs (visible + proposed), every program on every input, run twice: IPO triples."""
     sampling = SamplingConfig(n=1, temperature=cfg.input_temperature, max_tokens=cfg.input_max_tokens, seed=round_seed + 1)
     with_programs = [p for p in problems if any(prog.problem_id == p.problem_id for prog in kept)]
-    inputs = _collect(rejections, ipo.propose_inputs(with_programs, generator, sampling, cfg.num_proposed_inputs,
-                                                     shaped=INPUTS in cfg.constrain))  # fmt: skip
+    inputs = _collect(
+        rejections,
+        ipo.propose_inputs(with_programs, generator, sampling, cfg.num_proposed_inputs, shaped=INPUTS in cfg.constrain),
+    )
     return _collect(rejections, ipo.execute(kept, inputs, executor.run_twice, cfg.max_output_chars))
 
 
@@ -198,7 +238,9 @@ def mix_tasks(tasks: Sequence[Task], mix: dict[str, float], seed: int) -> tuple[
     shares = {k: mix[k] / sum(mix[j] for j in present) for k in present}
     total = min(len(present[k]) / shares[k] for k in present)
     keep = {t.task_id for k, mine in present.items() for t in rng.sample(mine, min(len(mine), max(1, round(shares[k] * total))))}
-    rejected = [Rejection("task", "over_mix", t.problem_id, t.task_id, t.kind, f"mix={mix}") for t in tasks if t.task_id not in keep]
+    rejected = [
+        Rejection("task", "over_mix", t.problem_id, t.task_id, t.kind, f"mix={mix}") for t in tasks if t.task_id not in keep
+    ]
     return [t for t in tasks if t.task_id in keep], rejected
 
 
@@ -215,7 +257,11 @@ def cap_tasks(tasks: Sequence[Task], limit: int | None, seed: int) -> tuple[list
             if queues[kind] and len(chosen) < limit:
                 chosen.append(queues[kind].pop())
     keep = {t.task_id for t in chosen}
-    rejected = [Rejection("task", "over_cap", t.problem_id, t.task_id, t.kind, f"max_tasks={limit}") for t in tasks if t.task_id not in keep]
+    rejected = [
+        Rejection("task", "over_cap", t.problem_id, t.task_id, t.kind, f"max_tasks={limit}")
+        for t in tasks
+        if t.task_id not in keep
+    ]
     return [t for t in tasks if t.task_id in keep], rejected
 
 

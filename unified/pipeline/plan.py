@@ -41,9 +41,12 @@ class RunState:
         signal observed (its phase-5 groups, `result.rollouts`), the consolidation's targets."""
         signal = selective.problems_with_signal(groups(data.tasks, result.rollouts))
         targets = getattr(result, "targets", None)
-        return replace(self, found=discovery.update_found(self.found, data.program_completions, data.visible_passing),
-                       signal_history=selective.observe(self.signal_history, plan.problems, signal),
-                       targets=self.targets if targets is None else dict(targets))  # fmt: skip
+        return replace(
+            self,
+            found=discovery.update_found(self.found, data.program_completions, data.visible_passing),
+            signal_history=selective.observe(self.signal_history, plan.problems, signal),
+            targets=self.targets if targets is None else dict(targets),
+        )
 
     def evaluated(self, compute_s: float, pass_at_1: float) -> RunState:
         """The state with one more point of the evaluation history."""
@@ -51,23 +54,33 @@ class RunState:
 
     def to_dict(self) -> dict:
         """The checkpoint's form (plain lists and dicts): `merge_ranks` joins the ranks' parts."""
-        return {"found": {pid: asdict(c) for pid, c in self.found.items()},
-                "signal_history": {pid: list(h) for pid, h in self.signal_history.items()},
-                "targets": consolidation.to_state(self.targets), "eval_history": [list(x) for x in self.eval_history]}  # fmt: skip
+        return {
+            "found": {pid: asdict(c) for pid, c in self.found.items()},
+            "signal_history": {pid: list(h) for pid, h in self.signal_history.items()},
+            "targets": consolidation.to_state(self.targets),
+            "eval_history": [list(x) for x in self.eval_history],
+        }
 
     @classmethod
     def from_dict(cls, state: Mapping) -> RunState:
         """The state a checkpoint holds (its `state.pt` dict; keys it predates: empty)."""
-        found = {pid: Completion(**{k: tuple(v) if isinstance(v, list) else v for k, v in c.items()})
-                 for pid, c in (state.get("found") or {}).items()}  # fmt: skip
-        return cls(found, {pid: tuple(h) for pid, h in (state.get("signal_history") or {}).items()},
-                   consolidation.from_state(state.get("targets") or {}), tuple(tuple(x) for x in state.get("eval_history") or ()))  # fmt: skip
+        found = {
+            pid: Completion(**{k: tuple(v) if isinstance(v, list) else v for k, v in c.items()})
+            for pid, c in (state.get("found") or {}).items()
+        }
+        return cls(
+            found,
+            {pid: tuple(h) for pid, h in (state.get("signal_history") or {}).items()},
+            consolidation.from_state(state.get("targets") or {}),
+            tuple(tuple(x) for x in state.get("eval_history") or ()),
+        )
 
 
 def merge_ranks(parts: Sequence[dict]) -> dict:
     """Every rank's `to_dict` as one (each rank holds its own problems; the history is every rank's)."""
     return {key: {k: v for part in parts for k, v in part[key].items()} for key in ("found", "signal_history", "targets")} | {
-        "eval_history": parts[0]["eval_history"]}
+        "eval_history": parts[0]["eval_history"]
+    }
 
 
 def groups(tasks, rollouts) -> list[tuple[str, list[float]]]:
@@ -89,7 +102,8 @@ class RoundPlan:
     skipped: tuple[str, ...] = ()
     evaluate: bool = False  # greedy pass@1 on the hidden tests this round (`trainer.eval_every`; measured by run/measure.py)
     samples: Mapping[str, int] | None = None  # phase 1's samples per drawn problem (`pipeline.discovery_n`; None: num_programs)
-    replay: Mapping[str, Completion] = field(default_factory=dict)  # problem id -> an earlier round's pass offered (`pipeline.replay`)
+    # problem id -> an earlier round's pass offered (`pipeline.replay`)
+    replay: Mapping[str, Completion] = field(default_factory=dict)
     # the supervised term (`algorithm.sft_coef` > 0): problem id -> an earlier round's found answer; None: off.
     # `supervised_answers` puts this round's phase-1 passes first
     supervised: Mapping[str, Completion] | None = None
@@ -116,13 +130,25 @@ def plan_round(state: RunState, cfg, problem_ids: Sequence[str], round_index: in
     `pipeline`, `algorithm`, `trainer` and `rollout` groups; pipeline/ imports no schema)."""
     pipeline, t = cfg.pipeline, cfg.trainer
     seed = cfg.seed * 100_003 + round_index  # differs per round, reproducible per run
-    drawn = selective.select(problem_ids, state.signal_history, pipeline.selective_keep, pipeline.selective_floor, cfg.seed,
-                             round_index)  # fmt: skip
-    budget = (discovery.samples_per_problem(drawn.drawn, state.found, pipeline.num_programs, pipeline.discovery_n)
-              if pipeline.discovery_n else None)  # fmt: skip
+    drawn = selective.select(
+        problem_ids, state.signal_history, pipeline.selective_keep, pipeline.selective_floor, cfg.seed, round_index
+    )
+    budget = (
+        discovery.samples_per_problem(drawn.drawn, state.found, pipeline.num_programs, pipeline.discovery_n)
+        if pipeline.discovery_n
+        else None
+    )
     mine = set(drawn.drawn)
     earlier = {pid: c for pid, c in state.found.items() if pid in mine}
-    return RoundPlan(round_index, seed, cfg.rollout.sampling(seed=seed * 7919), drawn.drawn, drawn.skipped,
-                     evaluate=pipeline.evaluate_baseline and t.eval_every > 0 and (round_index - 1) % t.eval_every == 0, samples=budget,
-                     replay=earlier if pipeline.replay else {}, supervised=earlier if cfg.algorithm.sft_coef else None,
-                     consolidate=bool(cfg.algorithm.consolidate_passes) and t.update_weights)  # fmt: skip
+    return RoundPlan(
+        round_index,
+        seed,
+        cfg.rollout.sampling(seed=seed * 7919),
+        drawn.drawn,
+        drawn.skipped,
+        evaluate=pipeline.evaluate_baseline and t.eval_every > 0 and (round_index - 1) % t.eval_every == 0,
+        samples=budget,
+        replay=earlier if pipeline.replay else {},
+        supervised=earlier if cfg.algorithm.sft_coef else None,
+        consolidate=bool(cfg.algorithm.consolidate_passes) and t.update_weights,
+    )

@@ -25,7 +25,10 @@ from unified.values import values_equal
 
 
 def generate_programs(
-    problems: Sequence[Problem], generator: Generator, sampling: SamplingConfig, shaped: bool = False,
+    problems: Sequence[Problem],
+    generator: Generator,
+    sampling: SamplingConfig,
+    shaped: bool = False,
     end: Callable[[str], AnswerEnd | None] = lambda entry_point: None,
 ) -> tuple[tuple[list[Program], dict], list[Rejection]]:
     """K completions per problem -> (programs that parse and define the entry point,
@@ -73,9 +76,7 @@ def deduplicate(programs: Sequence[Program]) -> tuple[list[Program], list[Reject
     return kept, rejections
 
 
-def check_visible(
-    programs: Sequence[Program], problems: Sequence[Problem], run_batch
-) -> tuple[set[str], list[Rejection]]:
+def check_visible(programs: Sequence[Program], problems: Sequence[Problem], run_batch) -> tuple[set[str], list[Rejection]]:
     """Ids of the programs that return every visible example's expected value (examples
     without an expected value are not checked), and a `fails_visible` rejection for each
     of the others."""

@@ -21,6 +21,7 @@ from unified.kinds import BuildOptions, kind_of, raw_answer, readable_floor
 from unified.text.extract import answer_text
 from unified.types import Task
 
+
 def parse_answer(task: Task, text: str) -> tuple[object, str | None]:
     """(what the answer says, None) or (None, reason): what the kind's `parse` reads from
     the text inside the last <answer> block (a value, an argument tuple, a program...), or
@@ -31,14 +32,18 @@ def parse_answer(task: Task, text: str) -> tuple[object, str | None]:
     return kind_of(task.kind).parse(task, answer)
 
 
-def reward_from_results(task: Task, parsed: object, results: Sequence, partial_credit: bool = False,
-                        solve_reward: str = "binary") -> float:  # fmt: skip
+def reward_from_results(
+    task: Task, parsed: object, results: Sequence, partial_credit: bool = False, solve_reward: str = "binary"
+) -> float:
     opts = BuildOptions(partial_credit=partial_credit, solve_reward=solve_reward)
     return kind_of(task.kind).reward(task, parsed, results, opts)
 
 
 def score_batch(
-    items: Sequence[tuple[Task, str]], run_batch, format_penalty: float = 0.0, partial_credit: bool = False,
+    items: Sequence[tuple[Task, str]],
+    run_batch,
+    format_penalty: float = 0.0,
+    partial_credit: bool = False,
     solve_reward: str = "binary",
 ) -> list[tuple[float, str | None]]:
     """Rewards for (task, completion text) pairs, executing everything in one batch;
@@ -68,14 +73,14 @@ def penalize_format_only_without_signal(
     model cannot solve yet keeps the penalty and trains the format, a batch where some answer
     is right trains on correctness alone. A lone answer (n=1) counts as a group of the batch."""
     opts = BuildOptions(solve_reward=solve_reward)
-    plain = [[(readable_floor(kind_of(t.kind), opts) if why is not None else r, why) for r, why in group]
-             for t, group in zip(tasks, scores)]  # fmt: skip
+    plain = [
+        [(readable_floor(kind_of(t.kind), opts) if why is not None else r, why) for r, why in group]
+        for t, group in zip(tasks, scores)
+    ]
     groups = [[r for r, _ in g] for g in plain if len(g) > 1] or [[r for g in plain for r, _ in g]]
     return plain if any(g and max(g) > min(g) for g in groups) else [list(g) for g in scores]
 
 
-def score(
-    task: Task, text: str, executor, format_penalty: float = 0.0, partial_credit: bool = False
-) -> tuple[float, str | None]:
+def score(task: Task, text: str, executor, format_penalty: float = 0.0, partial_credit: bool = False) -> tuple[float, str | None]:
     """One completion's reward; `executor` is an `Executor` (its run_batch is used)."""
     return score_batch([(task, text)], executor.run_batch, format_penalty, partial_credit)[0]

@@ -53,8 +53,9 @@ def uniform(seed: int, round_index: int, problem_id: str) -> float:
     return int.from_bytes(digest[:8], "big") / 2**64
 
 
-def select(problem_ids: Sequence[str], history: Mapping[str, Sequence[bool]], keep: float, floor: float,
-           seed: int, round_index: int) -> Selection:  # fmt: skip
+def select(
+    problem_ids: Sequence[str], history: Mapping[str, Sequence[bool]], keep: float, floor: float, seed: int, round_index: int
+) -> Selection:
     """Which problems this round draws, in their given order."""
     chosen = [uniform(seed, round_index, pid) < draw_probability(history.get(pid, ()), keep, floor) for pid in problem_ids]
     return Selection(tuple(p for p, c in zip(problem_ids, chosen) if c), tuple(p for p, c in zip(problem_ids, chosen) if not c))

@@ -51,6 +51,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("unified")
 
+
 @dataclass(frozen=True)
 class Components:
     cfg: TrainConfig
@@ -77,12 +78,14 @@ class Components:
     def checkpoint_dir(self) -> Path:
         return self.out_dir / "checkpoints"
 
+
 def seed_everything(seed: int, deterministic: bool) -> None:
     random.seed(seed)
     np.random.seed(seed)
     torch.manual_seed(seed)
     if deterministic:
         torch.use_deterministic_algorithms(True)
+
 
 @dataclass(frozen=True)
 class Inputs:
@@ -94,6 +97,7 @@ class Inputs:
     policy_path: str  # what the policy loads: the base model under LoRA (plus the checkpoint's adapter)
     adapter_dir: Path | None  # the checkpoint's LoRA adapter when resuming with LoRA
     config_yaml: str  # the typed config as YAML (config.to_yaml): checkpoints keep it
+
 
 def check_inputs(cfg: TrainConfig, config_yaml: str) -> Inputs:
     """Problem selection, checkpoint, model and the algorithm's verl names: every mistake
@@ -108,8 +112,11 @@ def check_inputs(cfg: TrainConfig, config_yaml: str) -> Inputs:
         raise UserError(str(exc)) from None
     world = int(os.environ.get("WORLD_SIZE", 1))
     if len(problems) < world:
-        raise UserError(f"{len(problems)} problem(s) for {world} ranks: select at least one problem per rank (--problems {world})")
+        raise UserError(
+            f"{len(problems)} problem(s) for {world} ranks: select at least one problem per rank (--problems {world})"
+        )
     return Inputs(tuple(problems), *_model_paths(cfg, resume), config_yaml)
+
 
 def _model_paths(cfg: TrainConfig, resume: Path | None) -> tuple:
     """(engine model, resume, policy model, LoRA adapter): a resumed run loads the
@@ -122,8 +129,11 @@ def _model_paths(cfg: TrainConfig, resume: Path | None) -> tuple:
     if resume is not None and lora:
         adapter_dir = resume / "adapter"
         if not (adapter_dir / "adapter_model.safetensors").exists():
-            raise UserError(f"checkpoint {resume} has no LoRA adapter (it was trained with tuning.method != lora): resume it with the tuning it was trained with")
+            raise UserError(
+                f"checkpoint {resume} has no LoRA adapter (it was trained with tuning.method != lora): resume it with the tuning it was trained with"
+            )
     return model_path, resume, base if lora else model_path, adapter_dir
+
 
 def build_components(cfg: TrainConfig, inputs: Inputs) -> Components:
 
@@ -142,8 +152,9 @@ def build_components(cfg: TrainConfig, inputs: Inputs) -> Components:
     tokenizer = load_tokenizer(model_path)
     dtype = resolve_dtype(cfg.model.dtype, info.device.type, t.deterministic)
     try:
-        policy = build_policy_from_config(cfg.model, inputs.policy_path, info.device, tuning=cfg.tuning,
-                                          adapter_dir=inputs.adapter_dir, dtype=dtype)  # fmt: skip
+        policy = build_policy_from_config(
+            cfg.model, inputs.policy_path, info.device, tuning=cfg.tuning, adapter_dir=inputs.adapter_dir, dtype=dtype
+        )
     except ValueError as exc:  # e.g. a checkpoint's adapter that does not match the tuning config
         raise UserError(str(exc)) from None
     rollout = cfg.rollout
@@ -155,8 +166,26 @@ def build_components(cfg: TrainConfig, inputs: Inputs) -> Components:
     start, state = _restore(resume, aggregator, engine, ledger, info.rank) if resume is not None else (1, RunState())
     colocation = Colocation(engine, resolve_sleep(rollout.sleep_between_phases, rollout.backend))
     learner = Learner(aggregator, cfg.algorithm, engine, tokenizer.pad_token_id, t.update_weights, colocation, ref_policy, ledger)
-    return Components(cfg, info, problems, all_ids, tokenizer, policy, engine, executor, aggregator, learner,
-                      inputs.config_yaml, out_dir, start, resume, ledger, dtype, state)  # fmt: skip
+    return Components(
+        cfg,
+        info,
+        problems,
+        all_ids,
+        tokenizer,
+        policy,
+        engine,
+        executor,
+        aggregator,
+        learner,
+        inputs.config_yaml,
+        out_dir,
+        start,
+        resume,
+        ledger,
+        dtype,
+        state,
+    )
+
 
 def _restore(resume: Path, aggregator, engine, ledger, rank: int) -> tuple[int, RunState]:
     """The checkpoint's optimizer, aggregator, compute ledger and RNG state, in place;
@@ -174,11 +203,13 @@ def _restore(resume: Path, aggregator, engine, ledger, rank: int) -> tuple[int, 
     log.info("resumed from %s: continuing at round %d (version %d)", resume, start, aggregator.version)
     return start, RunState.from_dict(state)
 
+
 def reference_policy(cfg: TrainConfig, device, dtype: str):
     """The KL reference: the configured model as it was before any training (a resumed run
     too), frozen."""
 
     return build_policy_from_config(cfg.model, resolve_model_path(cfg.model.path), device, trainable=False, dtype=dtype)
+
 
 def resident_engine(rollout, model_path: str, dtype: str, seed: int, planned_samples: int = 0):
     """The process's one engine, built once and warmed up."""
@@ -187,11 +218,13 @@ def resident_engine(rollout, model_path: str, dtype: str, seed: int, planned_sam
     warm_up(engine)
     return engine
 
+
 def warm_up(engine) -> None:
     """vLLM's first generate pays one-off set-up (seconds on CPU): do it here, not in round 1."""
 
     for temperature in (0.0, 1.0):
         engine.generate(["def f(x):"], SamplingConfig(n=2, temperature=temperature, max_tokens=4, seed=0))
+
 
 def save(c: Components, state: RunState, round_index: int) -> Path | None:
     """A checkpoint of the run after `round_index`: weights, optimizer, aggregator, RNG, and the
@@ -215,13 +248,13 @@ def save(c: Components, state: RunState, round_index: int) -> Path | None:
         round_index,
         write_model=write_model,
         optimizer_state=optimizer_state,
-        state={"aggregator": c.aggregator.state_dict(), "world_size": c.dist.world_size,
-               "compute": ledgers, **learned},
+        state={"aggregator": c.aggregator.state_dict(), "world_size": c.dist.world_size, "compute": ledgers, **learned},
         config_yaml=c.config_yaml,
         keep=c.cfg.trainer.keep_checkpoints,
     )
     log.info("checkpoint: %s", folder)
     return folder
+
 
 @contextmanager
 def phase_engine(c: Components):
@@ -229,6 +262,7 @@ def phase_engine(c: Components):
     (bench/restart_mode.py swaps this for the old design: a fresh engine per phase.)"""
 
     yield MeteredEngine(c.engine, c.ledger)
+
 
 def close(c: Components) -> None:
     """vLLM first (it tears the process group down with it), then the sandbox pool."""

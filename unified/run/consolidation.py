@@ -35,23 +35,46 @@ def consolidate_round(run: Components, targets: Mapping[str, Target], data, resu
     round's `consolidation/*` scalars (run when the round's plan consolidates)."""
     learner, algorithm = run.learner, run.cfg.algorithm
     start, pipeline = time.perf_counter(), run.cfg.pipeline
-    greedy = lambda problems: greedy_answers(problems, engine, run.executor.run_batch, pipeline.program_max_tokens,  # noqa: E731
-                                             pipeline.program_end)  # fmt: skip
+    greedy = lambda problems: greedy_answers(
+        problems,
+        engine,
+        run.executor.run_batch,
+        pipeline.program_max_tokens,  # noqa: E731
+        pipeline.program_end,
+    )
     with phase_engine(run) as engine:
         before = greedy(data.problems)
         targets = round_targets(targets, data, before, run.executor.run_batch)
         mine = [targets[p.problem_id] for p in data.problems if p.problem_id in targets]
         with learner.colocation.session() if learner.colocation is not None else nullcontext():
-            stats = consolidate([target_sample(t, run.aggregator.version) for t in mine], run.aggregator, algorithm,
-                                engine=engine, pad_token_id=learner.pad_token_id, turns=learner.colocation)  # fmt: skip
-        watched = [p for p in data.problems if p.problem_id in targets or (p.problem_id in before and before[p.problem_id].passes)]
+            stats = consolidate(
+                [target_sample(t, run.aggregator.version) for t in mine],
+                run.aggregator,
+                algorithm,
+                engine=engine,
+                pad_token_id=learner.pad_token_id,
+                turns=learner.colocation,
+            )
+        watched = [
+            p for p in data.problems if p.problem_id in targets or (p.problem_id in before and before[p.problem_id].passes)
+        ]
         after = {**before, **(greedy(watched) if watched else {})} if stats.steps else before
-    counts = {"targets": len(mine), "reproduced": sum(reproduced(after.get(t.problem_id), t) for t in mine),
-              "lost": sum(before[p].passes and not after[p].passes for p in before if p in after),
-              "held_before": stats.held_before, "held_after": stats.held_after}  # fmt: skip
+    counts = {
+        "targets": len(mine),
+        "reproduced": sum(reproduced(after.get(t.problem_id), t) for t in mine),
+        "lost": sum(before[p].passes and not after[p].passes for p in before if p in after),
+        "held_before": stats.held_before,
+        "held_after": stats.held_after,
+    }
     scalars = {f"consolidation/{k}": all_reduce_int(v, "sum") for k, v in counts.items()}
-    scalars.update({"consolidation/passes": stats.passes, "consolidation/steps": stats.steps, "consolidation/nll": stats.nll,
-                    "time/consolidation": time.perf_counter() - start})  # fmt: skip
+    scalars.update(
+        {
+            "consolidation/passes": stats.passes,
+            "consolidation/steps": stats.steps,
+            "consolidation/nll": stats.nll,
+            "time/consolidation": time.perf_counter() - start,
+        }
+    )
     return replace(result, targets=targets, consolidation=scalars)
 
 

@@ -1,17 +1,17 @@
 """The round loop: build everything once, then N rounds, each read top to bottom.
 
-    _, cfg = load_config(overrides)           the one typed, frozen TrainConfig (schema.py), validated once
-    run = build_components(cfg)               policy, ONE engine, executor, aggregator (immutable wiring)
-    state = run.start_state                   the run's learning state (pipeline/plan.py RunState)
-    for round r:
-        plan_round     every lever's choice for the round, once (pipeline/plan.py RoundPlan)
-        make_tasks     phases 1-4: programs -> IPO triples -> tasks -> validation   (pipeline)
-        measure_round  the round's one measurement: greedy pass@1 of its start weights, pass@k, labels
-        update_policy  phase 5: rollouts -> rewards -> verl loss -> optimizer step -> push into engine
-        consolidate    when the plan says so: found answers become greedy answers
-        state.after    what the round taught, applied once
-        round_scalars  merged over ranks -> TensorBoard, metrics.jsonl, one console line
-        save           every `save_every` rounds, at the end, and on SIGTERM/SIGINT"""
+_, cfg = load_config(overrides)           the one typed, frozen TrainConfig (schema.py), validated once
+run = build_components(cfg)               policy, ONE engine, executor, aggregator (immutable wiring)
+state = run.start_state                   the run's learning state (pipeline/plan.py RunState)
+for round r:
+    plan_round     every lever's choice for the round, once (pipeline/plan.py RoundPlan)
+    make_tasks     phases 1-4: programs -> IPO triples -> tasks -> validation   (pipeline)
+    measure_round  the round's one measurement: greedy pass@1 of its start weights, pass@k, labels
+    update_policy  phase 5: rollouts -> rewards -> verl loss -> optimizer step -> push into engine
+    consolidate    when the plan says so: found answers become greedy answers
+    state.after    what the round taught, applied once
+    round_scalars  merged over ranks -> TensorBoard, metrics.jsonl, one console line
+    save           every `save_every` rounds, at the end, and on SIGTERM/SIGINT"""
 
 from __future__ import annotations
 
@@ -109,9 +109,11 @@ def finished(cfg: TrainConfig, inputs) -> str | None:
             return None
         if result.get("version") != version or set(result.get("per_problem") or {}) != {p.problem_id for p in inputs.problems}:
             return None
-    return (f"the run in {cfg.output_dir} is finished: its checkpoint covers round {saved_round} of {cfg.trainer.rounds}"
-            + (f" and {final} holds the final evaluation of its weights (version {version})" if cfg.trainer.eval_every > 0 else "")
-            + f"; --rounds {saved_round + 1} or more continues it")  # fmt: skip
+    return (
+        f"the run in {cfg.output_dir} is finished: its checkpoint covers round {saved_round} of {cfg.trainer.rounds}"
+        + (f" and {final} holds the final evaluation of its weights (version {version})" if cfg.trainer.eval_every > 0 else "")
+        + f"; --rounds {saved_round + 1} or more continues it"
+    )
 
 
 def run_round(run: Components, state: RunState, runlog: RunLog, r: int, stop: StopRequest) -> tuple[RunState, bool]:
@@ -134,8 +136,14 @@ def run_round(run: Components, state: RunState, runlog: RunLog, r: int, stop: St
         result = consolidate_round(run, state.targets, data, result)
     state = state.after(plan, data, result)
     scalars = round_scalars(run, plan, all_data, result, measured, rows)
-    scalars.update({"tasks/found_total": all_reduce_int(len(state.found), "max"), "time/phase_1_4": t14["seconds"],
-                    "time/phase_5": t5["seconds"], "time/round": time.perf_counter() - start})  # fmt: skip
+    scalars.update(
+        {
+            "tasks/found_total": all_reduce_int(len(state.found), "max"),
+            "time/phase_1_4": t14["seconds"],
+            "time/phase_5": t5["seconds"],
+            "time/round": time.perf_counter() - start,
+        }
+    )
     state = state.evaluated(scalars["compute/total_s"], scalars["eval/pass@1"]) if "eval/pass@1" in scalars else state
     scalars.update(measure.fit(run, state.eval_history, {k: v for k, v in scalars.items() if k.startswith("compute/")}))
     _report(run, runlog, r, scalars, all_data, rows)
@@ -166,14 +174,22 @@ def round_scalars(run: Components, plan: RoundPlan, data, result: Phase5Result, 
     """The round's metrics in one call: pipeline, rollouts, the update, selection, what was measured,
     consolidation, the sandbox, the aggregator and engine, memory, compute (`data`: every rank's)."""
     signal = selective.problems_with_signal(groups(data.tasks, result.rollouts))  # this rank's
-    scalars = {**metrics.pipeline_metrics(data), **metrics.rollout_metrics(rows), **metrics.train_metrics(all_gather(result.train)),
-               "train/reused_groups": all_reduce_int(result.reused_groups, "sum"),
-               "train/replayed_groups": all_reduce_int(result.replayed_groups, "sum"),
-               **metrics.selection_metrics(all_gather((len(plan.problems), len(plan.skipped), len(signal)))),
-               **measured.scalars, **result.consolidation, **metrics.executor_metrics(run.executor),
-               **metrics.state_metrics(run.aggregator, run.engine, memory_stats()),
-               **metrics.colocation_metrics(run.learner.colocation), **measure.compute_scalars(run),
-               "time/push": result.train.push_s, **{f"time/phase_5_{k}": s for k, s in result.seconds.items()}}  # fmt: skip
+    scalars = {
+        **metrics.pipeline_metrics(data),
+        **metrics.rollout_metrics(rows),
+        **metrics.train_metrics(all_gather(result.train)),
+        "train/reused_groups": all_reduce_int(result.reused_groups, "sum"),
+        "train/replayed_groups": all_reduce_int(result.replayed_groups, "sum"),
+        **metrics.selection_metrics(all_gather((len(plan.problems), len(plan.skipped), len(signal)))),
+        **measured.scalars,
+        **result.consolidation,
+        **metrics.executor_metrics(run.executor),
+        **metrics.state_metrics(run.aggregator, run.engine, memory_stats()),
+        **metrics.colocation_metrics(run.learner.colocation),
+        **measure.compute_scalars(run),
+        "time/push": result.train.push_s,
+        **{f"time/phase_5_{k}": s for k, s in result.seconds.items()},
+    }
     if run.dist.world_size > 1:
         scalars["engine/ranks_agree"] = _engines_agree(run)
     return scalars
@@ -215,15 +231,31 @@ def _announce(run: Components, runlog: RunLog) -> None:
     flat = {k: str(v) for k, v in _flatten(OmegaConf.to_container(OmegaConf.create(run.config_yaml))).items()}
     runlog.hparams(flat, metrics=("eval/pass@1", "eval/final_pass@1", "reward/mean", "losses/total"))
     weights = f" (weights from checkpoint {run.resumed_from})" if run.resumed_from else ""
-    log.info("run %s: %s on model %s%s, %d problems over %d rank(s), engine %s (engine creations: %d)",
-             run.out_dir, run.cfg.algorithm.adv_estimator, metrics.model_label(run.cfg), weights, len(run.all_problem_ids),
-             run.dist.world_size, run.cfg.rollout.backend, engine_creations())  # fmt: skip
-    log.info("compute dtype %s (model.dtype=%s%s): policy %s, engine %s%s", run.dtype, run.cfg.model.dtype,
-             _dtype_reason(run), "under autocast, float32 master weights" if run.policy.autocast else "as is", run.dtype,
-             ", compiled (rollout.compile)" if getattr(run.engine, "compiled", False) else "")  # fmt: skip
+    log.info(
+        "run %s: %s on model %s%s, %d problems over %d rank(s), engine %s (engine creations: %d)",
+        run.out_dir,
+        run.cfg.algorithm.adv_estimator,
+        metrics.model_label(run.cfg),
+        weights,
+        len(run.all_problem_ids),
+        run.dist.world_size,
+        run.cfg.rollout.backend,
+        engine_creations(),
+    )
+    log.info(
+        "compute dtype %s (model.dtype=%s%s): policy %s, engine %s%s",
+        run.dtype,
+        run.cfg.model.dtype,
+        _dtype_reason(run),
+        "under autocast, float32 master weights" if run.policy.autocast else "as is",
+        run.dtype,
+        ", compiled (rollout.compile)" if getattr(run.engine, "compiled", False) else "",
+    )
     if run.cfg.pipeline.seed_programs == "canonical":
-        log.info("pipeline.seed_programs=canonical: each problem's reference solution is added to the model's own "
-                 "programs to build tasks from (the embedded tiny model writes noise); pipeline.seed_programs=none turns it off")  # fmt: skip
+        log.info(
+            "pipeline.seed_programs=canonical: each problem's reference solution is added to the model's own "
+            "programs to build tasks from (the embedded tiny model writes noise); pipeline.seed_programs=none turns it off"
+        )
     log.info(metrics.legend_line())
     if run.start_round > run.cfg.trainer.rounds:
         log.info("the checkpoint already covers round %d of %d: nothing to run", run.start_round - 1, run.cfg.trainer.rounds)

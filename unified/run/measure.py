@@ -28,6 +28,7 @@ from unified.trainer.distributed import all_gather
 
 log = logging.getLogger("unified")
 
+
 @dataclass(frozen=True)
 class Measured:
     """A round's measurement: greedy pass@1 per problem (every problem of this rank when the
@@ -59,8 +60,11 @@ def _pass_at_k(run: Components, data) -> dict:
     if not ks:
         return {}
     parts = all_gather(round_pass_at_k(data, run.executor, run.cfg.pipeline.num_programs, ks))
-    return {_pass_at_k_key(k): sum(v for p in parts for v in p.get(k, [])) / max(1, sum(len(p.get(k, [])) for p in parts))
-            for k in ks if any(k in p for p in parts)}  # fmt: skip
+    return {
+        _pass_at_k_key(k): sum(v for p in parts for v in p.get(k, [])) / max(1, sum(len(p.get(k, [])) for p in parts))
+        for k in ks
+        if any(k in p for p in parts)
+    }
 
 
 def _agreement(run: Components, data) -> dict:
@@ -85,8 +89,9 @@ def fit(run: Components, history, compute: dict) -> dict:
     per evaluated round), written to eval_fit_summary.json by rank 0."""
     if not run.dist.is_main:
         return {}
-    summary = write_fit_summary(run.out_dir / "eval_fit_summary.json", run.cfg.benchmark.name, [h[0] for h in history],
-                                [h[1] for h in history], compute)  # fmt: skip
+    summary = write_fit_summary(
+        run.out_dir / "eval_fit_summary.json", run.cfg.benchmark.name, [h[0] for h in history], [h[1] for h in history], compute
+    )
     return fit_metrics(run.cfg.benchmark.name, summary)
 
 
@@ -102,24 +107,34 @@ def final_evaluation(run: Components, state: RunState, runlog: RunLog) -> EvalRe
         parts = all_gather(evaluate(run.problems, engine, run.executor, run.cfg.pipeline.program_max_tokens, seed=run.cfg.seed))
     per_problem = {k: v for p in parts for k, v in p.per_problem.items()}
     scored = [v for v in per_problem.values() if v is not None]
-    result = EvalResult(sum(scored) / len(scored) if scored else 0.0, per_problem, [s for p in parts for s in p.samples],
-                        parts[0].budget)  # fmt: skip
+    result = EvalResult(
+        sum(scored) / len(scored) if scored else 0.0, per_problem, [s for p in parts for s in p.samples], parts[0].budget
+    )
     compute = compute_scalars(run)
     fitted = fit(run, state.evaluated(compute["compute/total_s"], result.pass_at_1).eval_history, compute)  # the final weights
     if run.dist.is_main:
         write_samples_jsonl(result.samples, run.out_dir / "eval" / "samples.jsonl")
         write_results_json(result, run.out_dir / "eval" / "eval_results.json", version=run.aggregator.version)
         runlog.scalars(run.cfg.trainer.rounds, {"eval/final_pass@1": result.pass_at_1, **compute, **fitted})
-    log.info("final pass@1 %.3f (%d/%d problems) at version %d: %s", result.pass_at_1, result.passed, result.scored,
-             run.aggregator.version, run.out_dir / "eval" / "samples.jsonl")  # fmt: skip
+    log.info(
+        "final pass@1 %.3f (%d/%d problems) at version %d: %s",
+        result.pass_at_1,
+        result.passed,
+        result.scored,
+        run.aggregator.version,
+        run.out_dir / "eval" / "samples.jsonl",
+    )
     return result
 
 
 def verdict(before: float | None, after: float, problems: int) -> str:
     """The run's last words on pass@1: before -> after, and what so few problems can show."""
-    head = f"greedy pass@1 on these {problems} problems: " + (f"{before:.3f} -> {after:.3f}" if before is not None else f"{after:.3f} after training")
+    head = f"greedy pass@1 on these {problems} problems: " + (
+        f"{before:.3f} -> {after:.3f}" if before is not None else f"{after:.3f} after training"
+    )
     if problems >= 100:
         return head
-    return (f"{head}. {problems} problems cannot show a gain (one problem moves pass@1 by {1 / max(problems, 1):.2f}); "
-            "the measured gain, 100 problems x 3 seeds against the untrained control, is in docs/results/README.md")
-
+    return (
+        f"{head}. {problems} problems cannot show a gain (one problem moves pass@1 by {1 / max(problems, 1):.2f}); "
+        "the measured gain, 100 problems x 3 seeds against the untrained control, is in docs/results/README.md"
+    )

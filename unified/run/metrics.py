@@ -1,16 +1,16 @@
 """Per-round metrics: what every rank did, merged on rank 0, named in fixed namespaces.
 
-    time/     phase times (max over ranks), push time
-    tasks/    generated / kept per type, rejections per stage and reason
-    reward/   mean reward per task type and overall, parse-failure rate
-    eval/     pass@1 on the hidden tests (rounds where it was measured)
-    losses/   policy loss, KL, entropy, total loss
-    train/    grad norm, clip fraction, optimizer steps, dropped / skipped samples
-    weights/  aggregator version (optimizer steps so far), contributions
-    engine/   creations (must stay 1), pushes, failed pushes
-    executor/ sandbox calls this round, by status; timeouts by kind (timeout_cpu: the CPU
-              limit, load-independent; timeout_wall: the wall-clock backstop, load-dependent)
-    memory/   RSS, CUDA allocated / reserved
+time/     phase times (max over ranks), push time
+tasks/    generated / kept per type, rejections per stage and reason
+reward/   mean reward per task type and overall, parse-failure rate
+eval/     pass@1 on the hidden tests (rounds where it was measured)
+losses/   policy loss, KL, entropy, total loss
+train/    grad norm, clip fraction, optimizer steps, dropped / skipped samples
+weights/  aggregator version (optimizer steps so far), contributions
+engine/   creations (must stay 1), pushes, failed pushes
+executor/ sandbox calls this round, by status; timeouts by kind (timeout_cpu: the CPU
+          limit, load-independent; timeout_wall: the wall-clock backstop, load-dependent)
+memory/   RSS, CUDA allocated / reserved
 """
 
 from __future__ import annotations
@@ -29,8 +29,13 @@ from unified.trainer.update_stats import UpdateStats, token_weighted_mean
 from unified.types import Rollout
 from unified.values import to_literal, values_equal
 
-LOSS_KEYS = {"pg_loss": "losses/pg_loss", "kl": "losses/kl", "entropy": "losses/entropy", "loss": "losses/total",
-             "ppo_kl": "losses/ppo_kl"}  # fmt: skip
+LOSS_KEYS = {
+    "pg_loss": "losses/pg_loss",
+    "kl": "losses/kl",
+    "entropy": "losses/entropy",
+    "loss": "losses/total",
+    "ppo_kl": "losses/ppo_kl",
+}
 
 
 def merge_rounds(parts: Sequence):
@@ -38,14 +43,17 @@ def merge_rounds(parts: Sequence):
     first = parts[0]
     if len(parts) == 1:
         return first
-    joined = {f: tuple(x for p in parts for x in getattr(p, f))
-              for f in ("problems", "program_candidates", "programs", "triples", "candidate_tasks", "tasks", "rejections")}  # fmt: skip
+    joined = {
+        f: tuple(x for p in parts for x in getattr(p, f))
+        for f in ("problems", "program_candidates", "programs", "triples", "candidate_tasks", "tasks", "rejections")
+    }
     pass_at_1 = {k: v for p in parts for k, v in p.pass_at_1.items()}
     completions = {k: v for p in parts for k, v in p.program_completions.items()}
     timings = {k: max(p.timings.get(k, 0.0) for p in parts) for k in first.timings}
     passing = frozenset(x for p in parts for x in p.visible_passing)
-    return replace(first, pass_at_1=pass_at_1, timings=timings, program_completions=completions, visible_passing=passing,
-                   **joined)  # fmt: skip
+    return replace(
+        first, pass_at_1=pass_at_1, timings=timings, program_completions=completions, visible_passing=passing, **joined
+    )
 
 
 def colocation_metrics(colocation) -> dict:
@@ -66,7 +74,8 @@ def pipeline_metrics(data) -> dict:
     out["tasks/programs_generated"] = len(data.program_candidates)
     out["tasks/triples"] = len(data.triples)
     out["tasks/samples_phase_1"] = sum(len(g) for g in data.program_completions.values())
-    out["tasks/found_problems"] = len({pid.rpartition("#")[0] for pid in data.visible_passing})  # a sample passed the visible example
+    # problems where a sample passed the visible example
+    out["tasks/found_problems"] = len({pid.rpartition("#")[0] for pid in data.visible_passing})
     for (stage, reason, kind), count in sorted(data.rejection_counts().items()):
         out[f"tasks/rejected/{stage}/{reason}" + (f"/{kind}" if kind else "")] = count
     measured = [v for v in data.pass_at_1.values() if v is not None]
@@ -80,8 +89,14 @@ def agreement_counts(problems, solve_tasks, passes_hidden: dict[str, bool]) -> d
     label (a solve task), labels whose program passes the hidden tests (of those with hidden
     tests), and labels that contradict a visible example (of those with one)."""
     by_id = {p.problem_id: p for p in problems}
-    out = dict(problems=len(problems), labelled=len(solve_tasks), scored=len(passes_hidden),
-               accurate=sum(passes_hidden.values()), comparable=0, contradicts=0)  # fmt: skip
+    out = dict(
+        problems=len(problems),
+        labelled=len(solve_tasks),
+        scored=len(passes_hidden),
+        accurate=sum(passes_hidden.values()),
+        comparable=0,
+        contradicts=0,
+    )
     for task in solve_tasks:
         examples = {to_literal(c.args): c.expected for c in by_id[task.problem_id].visible if c.expected is not None}
         shared = [(c.expected, examples[to_literal(c.args)]) for c in task.cases if to_literal(c.args) in examples]
@@ -97,8 +112,11 @@ def agreement_metrics(parts: Sequence[dict]) -> dict:
     labels that contradict a visible example), and the counts, summed over ranks."""
     total = {k: sum(p[k] for p in parts) for k in parts[0]}
     out = {f"agreement/{k}": v for k, v in total.items()}
-    for name, num, den in (("labelled_share", "labelled", "problems"), ("label_accuracy", "accurate", "scored"),
-                           ("disagrees_visible", "contradicts", "comparable")):  # fmt: skip
+    for name, num, den in (
+        ("labelled_share", "labelled", "problems"),
+        ("label_accuracy", "accurate", "scored"),
+        ("disagrees_visible", "contradicts", "comparable"),
+    ):
         if total[den]:
             out[f"agreement/{name}"] = total[num] / total[den]
     return out
@@ -145,9 +163,22 @@ def train_metrics(parts: Sequence[UpdateStats]) -> dict:
         if math.isfinite(value):
             out[name] = value
     first = parts[0]  # the global grad norm and the step count are the same on every rank
-    out.update({"train/grad_norm": first.grad_norm, "train/steps": first.steps, "train/skipped_nonfinite": first.skipped_nonfinite})
-    for key in ("samples", "used", "dropped_stale", "dropped_empty", "tokens", "groups", "groups_used",
-                "zero_variance_groups", "dropped_zero_variance", "recomputed", "supervised"):  # fmt: skip
+    out.update(
+        {"train/grad_norm": first.grad_norm, "train/steps": first.steps, "train/skipped_nonfinite": first.skipped_nonfinite}
+    )
+    for key in (
+        "samples",
+        "used",
+        "dropped_stale",
+        "dropped_empty",
+        "tokens",
+        "groups",
+        "groups_used",
+        "zero_variance_groups",
+        "dropped_zero_variance",
+        "recomputed",
+        "supervised",
+    ):
         out[f"train/{key}"] = sum(getattr(p, key) for p in parts)
     return out
 
@@ -186,6 +217,7 @@ def state_metrics(aggregator, engine, memory: dict) -> dict:
 
 def summary_line(round_index: int, rounds: int, m: dict, algorithm: str | None = None) -> str:
     """One console line per round; `legend_line()` explains its fields once at start."""
+
     def f(key, fmt="{:.3f}"):
         v = m.get(key)
         return "-" if v is None else fmt.format(v)

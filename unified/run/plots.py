@@ -71,8 +71,9 @@ def _empty(ax, text="no data") -> None:
     ax.text(0.5, 0.5, text, ha="center", va="center", transform=ax.transAxes, color="grey")
 
 
-def plot_run(metrics_jsonl: str | Path, out_png: str | Path, title: str | None = None,
-             final_pass_at_1: float | None = None) -> Path:  # fmt: skip
+def plot_run(
+    metrics_jsonl: str | Path, out_png: str | Path, title: str | None = None, final_pass_at_1: float | None = None
+) -> Path:
     """Three panels over the rounds: reward per task kind, greedy pass@1 (each round's start,
     and `final_pass_at_1`, the final weights', after the last round), phase times and the push
     (axes from zero). Written atomically (a half-written PNG is never visible)."""
@@ -113,8 +114,15 @@ def _pass_panel(ax, rows: list[dict], final: float | None = None) -> None:
     drawn = _plot(ax, rows, PASS_KEY, label="at the round's start", color="tab:green")
     if final is not None:
         last = max((r["round"] for r in rows), default=0)
-        ax.plot([last + 1], [final], marker="*", markersize=10, linestyle="none", color="tab:green",
-                label=f"final weights {final:.3f}")  # fmt: skip
+        ax.plot(
+            [last + 1],
+            [final],
+            marker="*",
+            markersize=10,
+            linestyle="none",
+            color="tab:green",
+            label=f"final weights {final:.3f}",
+        )
     if drawn or final is not None:
         ax.legend(loc="best", fontsize=8)
     else:

@@ -47,11 +47,15 @@ def check_run_folder(out_dir: Path, resume: str) -> None:
         return
     checkpoints = sorted(p.name for p in (out_dir / "checkpoints").glob("round_*") if p.is_dir())
     if checkpoints:
-        raise UserError(f"{str(out_dir)!r} already holds a run with checkpoints (newest {checkpoints[-1]}): continue it with "
-                        "--resume auto, or start a new run elsewhere with --output-dir DIR")  # fmt: skip
+        raise UserError(
+            f"{str(out_dir)!r} already holds a run with checkpoints (newest {checkpoints[-1]}): continue it with "
+            "--resume auto, or start a new run elsewhere with --output-dir DIR"
+        )
     if (out_dir / "main.log").exists():
-        raise UserError(f"{str(out_dir)!r} holds the logs of an earlier run that left no checkpoint: start a new run "
-                        f"elsewhere with --output-dir DIR, or delete {str(out_dir)!r} first")  # fmt: skip
+        raise UserError(
+            f"{str(out_dir)!r} holds the logs of an earlier run that left no checkpoint: start a new run "
+            f"elsewhere with --output-dir DIR, or delete {str(out_dir)!r} first"
+        )
 
 
 class RunLock:
@@ -76,8 +80,10 @@ class RunLock:
             handle.seek(0)
             holder = handle.read().strip() or "unknown"
             handle.close()
-            raise UserError(f"{str(out_dir)!r} is in use by another run (pid {holder}): wait for it to end, or start "
-                            "a new run elsewhere with --output-dir DIR") from None  # fmt: skip
+            raise UserError(
+                f"{str(out_dir)!r} is in use by another run (pid {holder}): wait for it to end, or start "
+                "a new run elsewhere with --output-dir DIR"
+            ) from None
         handle.seek(0)
         handle.truncate()
         handle.write(f"{os.getpid()}\n")
@@ -107,7 +113,9 @@ class FolderGuard:
         self.existed = self.out_dir.exists()
         self.files = self._files() if enabled and self.existed else {}
         self.dirs = {p for p in self.out_dir.rglob("*") if p.is_dir()} if enabled and self.existed else set()
-        self.saved = {n: (self.out_dir / n).read_bytes() for n in self.RESTORED if (self.out_dir / n).is_file()} if enabled else {}
+        self.saved = (
+            {n: (self.out_dir / n).read_bytes() for n in self.RESTORED if (self.out_dir / n).is_file()} if enabled else {}
+        )
 
     def _files(self) -> dict[Path, tuple[int, int, int]]:
         out = {}

@@ -32,8 +32,11 @@ class StopRequest:
             signal.raise_signal(signum)
             return
         self.signum = signum
-        log.warning("%s received: stopping after the current phase with a checkpoint (press Ctrl-C again to stop at "
-                    "once). To continue later, run the same command with --resume auto", signal.Signals(signum).name)  # fmt: skip
+        log.warning(
+            "%s received: stopping after the current phase with a checkpoint (press Ctrl-C again to stop at "
+            "once). To continue later, run the same command with --resume auto",
+            signal.Signals(signum).name,
+        )
 
     @property
     def requested(self) -> bool:

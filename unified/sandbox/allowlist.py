@@ -72,7 +72,7 @@ CALLS = (
     # same call elsewhere (another C library or architecture makes these for the recorded ones)
     "select", "dup", "dup3", "pipe", "open", "fstat", "stat", "lstat", "statx", "getdents", "mkdirat", "renameat",
     "renameat2",
-)  # fmt: skip
+)  # fmt: skip  # table: one group of system calls a line, under its comment
 ZYGOTE = ()  # the zygote's own needs are in CALLS (pselect6, pidfd_open, ...) or narrowed below (mount, setns, ...)
 # Refused to a call by its own filter on top (`seccomp_filter.call_bpf`, loaded by the child right
 # after the fork), needed by the zygote between calls: their objects' inode numbers come from

@@ -113,8 +113,11 @@ def remove(cgroup: WorkerCgroup | None, wait_s: float = 1.0) -> None:
 def _roles(key: str, path: str) -> dict:
     join = lambda name: os.path.join(path, name)  # noqa: E731
     if key == "v1:memory":
-        roles = {"memory": join("memory.usage_in_bytes"), "memory_limit": join("memory.limit_in_bytes"),
-                 "oom": join("memory.oom_control")}  # fmt: skip
+        roles = {
+            "memory": join("memory.usage_in_bytes"),
+            "memory_limit": join("memory.limit_in_bytes"),
+            "oom": join("memory.oom_control"),
+        }
         if os.path.exists(join("memory.memsw.limit_in_bytes")):
             roles["swap_limit"] = join("memory.memsw.limit_in_bytes")
         return roles | {"cgroup": "v1"}
@@ -124,8 +127,12 @@ def _roles(key: str, path: str) -> dict:
         return {"cpu": join("cpuacct.usage"), "cpu_format": "ns"}
     roles = {"cpu": join("cpu.stat"), "cpu_format": "cpu.stat"}  # v2: always there
     if os.path.exists(join("memory.max")):
-        roles |= {"memory": join("memory.current"), "memory_limit": join("memory.max"),
-                  "swap_limit": join("memory.swap.max"), "oom": join("memory.events")}  # fmt: skip
+        roles |= {
+            "memory": join("memory.current"),
+            "memory_limit": join("memory.max"),
+            "swap_limit": join("memory.swap.max"),
+            "oom": join("memory.events"),
+        }
     if os.path.exists(join("pids.max")):
         roles["pids_limit"] = join("pids.max")
     return roles
@@ -151,7 +158,7 @@ def _enable_controllers(root: str) -> None:
 
 
 def _hierarchies() -> dict[str, str]:
-    """"v1:<controller>" / "v2" -> the directory of this process's own cgroup there."""
+    """ "v1:<controller>" / "v2" -> the directory of this process's own cgroup there."""
     mounts = _cgroup_mounts()
     found = {}
     for line in _read("/proc/self/cgroup").splitlines():

@@ -27,8 +27,16 @@ def _json_line(r: ExecResult) -> str:
         value = to_literal(r.value) if r.ok else None
     except (LiteralError, ValueError, RecursionError):  # cannot happen for parsed values; never crash
         value = None
-    return json.dumps({"status": r.status, "value": value, "error": r.error, "duration_s": round(r.duration_s, 6),
-                       "cpu_s": round(r.cpu_s, 6), "stdout": r.stdout})  # fmt: skip
+    return json.dumps(
+        {
+            "status": r.status,
+            "value": value,
+            "error": r.error,
+            "duration_s": round(r.duration_s, 6),
+            "cpu_s": round(r.cpu_s, 6),
+            "stdout": r.stdout,
+        }
+    )
 
 
 def _read_calls(parser: ArgumentParser, path: str) -> list[tuple]:
@@ -95,4 +103,3 @@ def _main(argv: Sequence[str] | None, prog: str) -> int:
     for r in results:
         print(_json_line(r))
     return 0
-

@@ -19,13 +19,21 @@ from unified.sandbox.rules import BANNED_CALLS, BANNED_MODULES, SandboxRules
 
 # The worker's code, sent compiled in its first frame (sandbox.jail.BOOT runs "worker").
 # Paths below unified/: the literal writer is the values package's (stdlib only).
-_HARNESS = {"worker": "sandbox/worker.py", "child": "sandbox/child.py", "guards": "sandbox/guards.py",
-            "literal": "values/literal.py", "world": "sandbox/world.py", "meter": "sandbox/meter.py"}  # fmt: skip
+_HARNESS = {
+    "worker": "sandbox/worker.py",
+    "child": "sandbox/child.py",
+    "guards": "sandbox/guards.py",
+    "literal": "values/literal.py",
+    "world": "sandbox/world.py",
+    "meter": "sandbox/meter.py",
+}
 MAX_PROCESSES = 64  # per call: RLIMIT_NPROC (per uid: the worker's alone) and the cgroup's pids.max
 # Trusted calls each worker runs in-process before its first fork (sandbox.child.rehearse):
 # an int, and a container of every literal kind with printed output.
-_REHEARSAL = ("def f(x):\n    return x + 1\n\n"
-              "def g(x):\n    print(x)\n    return [x, -1.5, 'a', b'b', (True, None), {'k': 1j}, {2}]\n")  # fmt: skip
+_REHEARSAL = (
+    "def f(x):\n    return x + 1\n\ndef g(x):\n    print(x)\n    return [x, -1.5, 'a', b'b', (True, None), {'k': 1j}, {2}]\n"
+)
+
 
 @dataclass(frozen=True)
 class ExecutorConfig:
@@ -69,16 +77,36 @@ class ExecutorConfig:
         """Everything a worker needs, marshalled (the worker imports nothing to read it)."""
         banned = runtime_modules(self.banned_modules)  # the determinism bans are the static check's (run_twice)
         policy = SandboxRules.from_lists(banned, self.banned_calls)
-        limits = {"timeout_s": self.timeout_s, "cpu_rlimit": max(1, math.ceil(self.cpu_s)), "wall_s": self.wall_s,
-                  "memory_mb": self.memory_mb, "max_output_bytes": self.max_output_bytes, "max_file_mb": 32,
-                  "max_open_files": 256, "max_processes": MAX_PROCESSES, "banned_modules": banned,
-                  "block_gc": "gc" in banned}  # fmt: skip
+        limits = {
+            "timeout_s": self.timeout_s,
+            "cpu_rlimit": max(1, math.ceil(self.cpu_s)),
+            "wall_s": self.wall_s,
+            "memory_mb": self.memory_mb,
+            "max_output_bytes": self.max_output_bytes,
+            "max_file_mb": 32,
+            "max_open_files": 256,
+            "max_processes": MAX_PROCESSES,
+            "banned_modules": banned,
+            "block_gc": "gc" in banned,
+        }
         stubs, direct = worker_stubs(policy)
         code = compile(_REHEARSAL, USER_FILE, "exec", dont_inherit=True)
         rehearsal = [marshal.dumps((code, entry, marshal.dumps((7,), ARGS_MARSHAL_VERSION))) for entry in ("f", "g")]
         here = Path(__file__).resolve().parents[1]  # unified/
-        harness = {name: compile((here / file).read_text(encoding="utf-8"), f"<{name}>", "exec", dont_inherit=True)
-                   for name, file in _HARNESS.items()}  # fmt: skip
-        return marshal.dumps({"limits": limits, "banned_modules": banned, "stubs": stubs,
-                              "direct": direct, "open_write": policy.open_write, "rehearsal": rehearsal,
-                              "seccomp": seccomp_filter.bpf(), "seccomp_call": seccomp_filter.call_bpf(), **harness})  # fmt: skip
+        harness = {
+            name: compile((here / file).read_text(encoding="utf-8"), f"<{name}>", "exec", dont_inherit=True)
+            for name, file in _HARNESS.items()
+        }
+        return marshal.dumps(
+            {
+                "limits": limits,
+                "banned_modules": banned,
+                "stubs": stubs,
+                "direct": direct,
+                "open_write": policy.open_write,
+                "rehearsal": rehearsal,
+                "seccomp": seccomp_filter.bpf(),
+                "seccomp_call": seccomp_filter.call_bpf(),
+                **harness,
+            }
+        )

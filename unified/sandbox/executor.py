@@ -76,12 +76,18 @@ from unified.sandbox.precheck import Precheck
 from unified.sandbox.reply import parse_reply
 from unified.sandbox.runtime import runtime_dir, why_none
 
-__all__ = ["STATUSES", "ExecCall", "ExecResult", "Executor", "ExecutorConfig", "Precheck", "Stats",
-           "result_from_reply"]  # fmt: skip
+__all__ = ["STATUSES", "ExecCall", "ExecResult", "Executor", "ExecutorConfig", "Precheck", "Stats", "result_from_reply"]
 
 _JAIL = str(Path(__file__).resolve().with_name("jail.py"))
-_WORKER_ENV = {"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8", "LC_ALL": "C.UTF-8", "PYTHONHASHSEED": "0",
-               "PYTHONDONTWRITEBYTECODE": "1", "OMP_NUM_THREADS": "1", "LD_BIND_NOW": "1"}  # fmt: skip
+_WORKER_ENV = {
+    "PATH": "/usr/bin:/bin",
+    "LANG": "C.UTF-8",
+    "LC_ALL": "C.UTF-8",
+    "PYTHONHASHSEED": "0",
+    "PYTHONDONTWRITEBYTECODE": "1",
+    "OMP_NUM_THREADS": "1",
+    "LD_BIND_NOW": "1",
+}
 
 
 def result_from_reply(reply, max_output_bytes: int = ExecutorConfig.max_output_bytes) -> ExecResult:
@@ -96,16 +102,20 @@ def result_from_reply(reply, max_output_bytes: int = ExecutorConfig.max_output_b
 class _Worker:
     """The parent's handle on one worker process (see sandbox.jail, sandbox.worker)."""
 
-    def __init__(self, index: int, config: ExecutorConfig, init: bytes, cgroup: WorkerCgroup | None = None,
-                 runtime: str = ""):
+    def __init__(self, index: int, config: ExecutorConfig, init: bytes, cgroup: WorkerCgroup | None = None, runtime: str = ""):
         self.index, self.config, self.cgroup = index, config, cgroup
         self.root = tempfile.mkdtemp(prefix="unified-sandbox-")
         os.chmod(self.root, 0o711)
         spec = json.dumps(cgroup.spec() if cgroup else {})
         self.proc = subprocess.Popen(
-            [sys.executable, "-I", "-S", _JAIL, self.root, "32", spec, runtime], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-            env=_WORKER_ENV, cwd="/", close_fds=True, start_new_session=True,  # no terminal SIGINT
-        )  # fmt: skip
+            [sys.executable, "-I", "-S", _JAIL, self.root, "32", spec, runtime],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            env=_WORKER_ENV,
+            cwd="/",
+            close_fds=True,
+            start_new_session=True,  # no terminal SIGINT
+        )
         self.fd_in, self.fd_out = self.proc.stdout.fileno(), self.proc.stdin.fileno()
         self.send(init)
         self.info: dict = {}
@@ -175,13 +185,14 @@ class Executor:
     def limits(self) -> dict:
         """Which per-call limits bind the call's whole process tree (cgroups): memory, pids, cpu."""
         iso = self.isolation
-        return {"memory": bool(iso.get("cgroup")) and bool(self._cgroups and self._cgroups.enforced["memory"]),
-                "pids": bool(iso.get("cgroup")) and bool(self._cgroups and self._cgroups.enforced["pids"]),
-                "cpu": bool(iso.get("tree_cpu"))}  # fmt: skip
+        return {
+            "memory": bool(iso.get("cgroup")) and bool(self._cgroups and self._cgroups.enforced["memory"]),
+            "pids": bool(iso.get("cgroup")) and bool(self._cgroups and self._cgroups.enforced["pids"]),
+            "cpu": bool(iso.get("tree_cpu")),
+        }
 
     def _new_worker(self, index: int) -> _Worker:
-        return _Worker(index, self.config, self._init, self._cgroups.worker(index) if self._cgroups else None,
-                       self._runtime)
+        return _Worker(index, self.config, self._init, self._cgroups.worker(index) if self._cgroups else None, self._runtime)
 
     @property
     def isolation(self) -> dict:
@@ -213,7 +224,7 @@ class Executor:
         return self._stats.count(result_from_reply(reply, self.config.max_output_bytes))
 
     def determinism(self, call: ExecCall) -> ExecResult | None:
-        """"banned" when `run_twice` would not run the call: it imports a module banned for
+        """ "banned" when `run_twice` would not run the call: it imports a module banned for
         determinism's sake (`rules.DETERMINISM_MODULES`); None otherwise."""
         return self._precheck.determinism(call)
 

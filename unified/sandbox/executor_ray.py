@@ -138,9 +138,11 @@ class RayExecutor:
             if pending and not ray_session.live_nodes_fitting(self.config.workers):
                 for ref in pending:
                     self._ray.cancel(ref, force=True)
-                raise RuntimeError(f"no live Ray node has the {self.config.workers} CPU(s) a sandbox chunk asks for "
-                                   f"(executor.workers): {len(pending)} of {len(refs)} chunk(s) could not run; "
-                                   f"nodes lost during the batch: {self._lost(before) or 'none'}")  # fmt: skip
+                raise RuntimeError(
+                    f"no live Ray node has the {self.config.workers} CPU(s) a sandbox chunk asks for "
+                    f"(executor.workers): {len(pending)} of {len(refs)} chunk(s) could not run; "
+                    f"nodes lost during the batch: {self._lost(before) or 'none'}"
+                )
         out = []
         for k, ref in enumerate(refs):
             try:
@@ -152,13 +154,19 @@ class RayExecutor:
     def _failure(self, k: int, span: tuple, exc: Exception, before: set) -> str:
         cause = getattr(exc, "cause", None)  # a RayTaskError's exception raised in the task
         reason = " ".join(f"{type(cause or exc).__name__}: {cause or exc}".split())[:400]
-        where = f"on node {exc.ip}" if getattr(exc, "ip", None) else f"nodes lost during the batch: {self._lost(before) or 'none'}"
-        return (f"sandbox chunk {k} (calls {span[0]}-{span[1] - 1}) failed after {self.config.ray_max_retries} "
-                f"retr{'y' if self.config.ray_max_retries == 1 else 'ies'} (executor.ray_max_retries), {where}: "
-                f"{reason}")  # fmt: skip
+        where = (
+            f"on node {exc.ip}" if getattr(exc, "ip", None) else f"nodes lost during the batch: {self._lost(before) or 'none'}"
+        )
+        return (
+            f"sandbox chunk {k} (calls {span[0]}-{span[1] - 1}) failed after {self.config.ray_max_retries} "
+            f"retr{'y' if self.config.ray_max_retries == 1 else 'ies'} (executor.ray_max_retries), {where}: "
+            f"{reason}"
+        )
 
     def _lost(self, before: set) -> str:
-        return ", ".join(ray_session.node_name(n) for n in ray_session.node_table() if n["NodeID"] in before and not n.get("Alive"))
+        return ", ".join(
+            ray_session.node_name(n) for n in ray_session.node_table() if n["NodeID"] in before and not n.get("Alive")
+        )
 
     def node_numbers(self) -> dict[str, int]:
         """Ray node id -> the number its calls are counted under (`calls_node_<number>`)."""

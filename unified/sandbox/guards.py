@@ -28,11 +28,21 @@ import sys
 
 USER_FILE = "<sandbox>"  # co_filename of the program: how guards recognise its frames
 ALWAYS_BANNED = ("unified",)  # the project itself, whatever the policy
-_GC_EVENTS = frozenset({"gc.get_objects", "gc.get_referrers", "gc.get_referents", "sys.settrace",
-                        "sys.setprofile", "sys._current_frames", "sys._current_exceptions"})  # fmt: skip
+_GC_EVENTS = frozenset(
+    {
+        "gc.get_objects",
+        "gc.get_referrers",
+        "gc.get_referents",
+        "sys.settrace",
+        "sys.setprofile",
+        "sys._current_frames",
+        "sys._current_exceptions",
+    }
+)
 # Banned for programs, but the interpreter's own: dropping them breaks `from builtins import open`.
-_INTERPRETER_MODULES = frozenset({"builtins", "posix", "_imp", "_thread", "_signal", "marshal", "_io",
-                                  "_frozen_importlib", "_frozen_importlib_external"})  # fmt: skip
+_INTERPRETER_MODULES = frozenset(
+    {"builtins", "posix", "_imp", "_thread", "_signal", "marshal", "_io", "_frozen_importlib", "_frozen_importlib_external"}
+)
 _getframe, _addaudithook, _realpath = sys._getframe, sys.addaudithook, os.path.realpath  # before any stub
 _real_open, _real_import, _getppid = builtins.open, builtins.__import__, os.getppid
 

@@ -134,8 +134,15 @@ def isolate(root: str, uid: int, max_file_mb: int, cgroup: dict, copy: str = "")
     PID 1 of the new namespace). Also returns an inheritable descriptor of /proc/self/statm,
     opened before the pivot hides /proc: after the exec it reads the worker's own memory
     size; and the descriptors the zygote keeps (see module doc)."""
-    iso = {"root_user": os.geteuid() == 0, "netns": False, "mountns": False, "pidns": False, "pivot": False,
-           "cgroup": False, "runtime_copy": False}  # fmt: skip
+    iso = {
+        "root_user": os.geteuid() == 0,
+        "netns": False,
+        "mountns": False,
+        "pidns": False,
+        "pivot": False,
+        "cgroup": False,
+        "runtime_copy": False,
+    }
     if not iso["root_user"]:
         return iso, _statm(), {}
     iso["netns"] = _libc.unshare(CLONE_NEWNET) == 0

@@ -14,10 +14,10 @@ _LAYERS = {  # isolation key -> what is missing without it
     "pidns_per_call": "a PID namespace per call (pids carry over between calls)",
     "tmpfs_per_call": "a fresh /tmp per call (emptied by a recursive delete instead)",
     "runtime_copy": "the pool's own runtime copy{why} (open: the host's runtime files and their page cache are "
-                    "shared with the host and every pool, so a file read's speed tells whether another process read it; "
-                    "the seccomp filter still refuses the page-cache hints and probes, locks, watches and statfs)",
+    "shared with the host and every pool, so a file read's speed tells whether another process read it; "
+    "the seccomp filter still refuses the page-cache hints and probes, locks, watches and statfs)",
     "seccomp": "the seccomp allowlist (no libseccomp: every system call is open to a call: keyrings and SysV IPC "
-               "carry values between calls; machine-wide counters, AIO, user namespaces, ptrace, bpf stay reachable)",
+    "carry values between calls; machine-wide counters, AIO, user namespaces, ptrace, bpf stay reachable)",
 }
 _LIMITS = {
     "memory": "memory (RLIMIT_AS per process only: forks multiply it)",
@@ -31,17 +31,23 @@ class SharedRuntimeError(ValueError):
 
 
 def shared_runtime_refusal(why: str) -> str:
-    return (f"sandbox: refused to start: no runtime copy of the pool's own ({why or 'unknown reason'}), so every call "
-            "would share the host's runtime files and their page cache, through which one call's reads can be seen by "
-            "a later one (docs/sandbox.md); run as root where a tmpfs can be mounted, or accept this with "
-            "executor.allow_shared_runtime=true")  # fmt: skip
+    return (
+        f"sandbox: refused to start: no runtime copy of the pool's own ({why or 'unknown reason'}), so every call "
+        "would share the host's runtime files and their page cache, through which one call's reads can be seen by "
+        "a later one (docs/sandbox.md); run as root where a tmpfs can be mounted, or accept this with "
+        "executor.allow_shared_runtime=true"
+    )
 
 
 def say_what_is_missing(isolation: dict, limits: dict, runtime_why: str = "") -> str | None:
     """Log (once) and return the line listing the layers and per-call limits that are off."""
     if not isolation.get("root_user"):
-        missing = [("kernel isolation (not root: no namespaces, no new root, no cgroups; the host's runtime files "
-                    "and their page cache are shared)")]  # fmt: skip
+        missing = [
+            (
+                "kernel isolation (not root: no namespaces, no new root, no cgroups; the host's runtime files "
+                "and their page cache are shared)"
+            )
+        ]
     else:
         why = f" ({runtime_why})" if runtime_why else ""
         missing = [text.format(why=why) for key, text in _LAYERS.items() if not isolation.get(key)]

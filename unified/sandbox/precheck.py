@@ -93,7 +93,7 @@ class Precheck:
         return None, marshal.dumps((program, call.entry, args))
 
     def determinism(self, call: ExecCall) -> ExecResult | None:
-        """"banned" when the program imports a module banned for determinism's sake
+        """ "banned" when the program imports a module banned for determinism's sake
         (`rules.DETERMINISM_MODULES`, where the configured list holds them), else None."""
         code = call.code
         if not isinstance(code, str) or not self.twice.modules:

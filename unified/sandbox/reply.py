@@ -26,9 +26,12 @@ from unified.values.literal_read import ReadLimits, read_literal
 CHILD_STATUSES = ("ok", "error", "banned", "memory")
 MAX_ERROR_CHARS = 4000
 _NAMES = {"True": True, "False": False, "None": None}
-_VERDICTS = {"cpu": ("timeout", "CPU-time limit exceeded"), "wall": ("timeout", "wall-clock (backstop) limit exceeded"),
-             "memory": ("memory", "memory limit of the call (all its processes) exceeded"),
-             "output": ("bad_reply", "bad reply: longer than the reply limit (4 x max_output_bytes + 64 KiB); the call was killed")}  # fmt: skip
+_VERDICTS = {
+    "cpu": ("timeout", "CPU-time limit exceeded"),
+    "wall": ("timeout", "wall-clock (backstop) limit exceeded"),
+    "memory": ("memory", "memory limit of the call (all its processes) exceeded"),
+    "output": ("bad_reply", "bad reply: longer than the reply limit (4 x max_output_bytes + 64 KiB); the call was killed"),
+}
 
 
 def parse_reply(reply: bytes, max_output_bytes: int, result_type):

@@ -44,7 +44,7 @@ BANNED_MODULES = (
     # nondeterminism: clocks, randomness, hashing, logging (AZR bans these for determinism)
     "random", "_random", "secrets", "uuid", "time", "datetime", "_datetime", "calendar",
     "zoneinfo", "hashlib", "_hashlib", "hmac", "bcrypt", "logging",
-)  # fmt: skip
+)  # fmt: skip  # table: one group of modules a line, under its comment
 
 # The bans above that exist for self-play determinism (AZR's reason), not for safety: they apply
 # where a program's outputs become a task's expected values, the determinism check's two runs
@@ -52,9 +52,21 @@ BANNED_MODULES = (
 # evaluated program that imports hashlib, datetime or random is judged by its values, as under
 # EvalPlus's own harness (HumanEval/162's canonical answer imports hashlib).
 DETERMINISM_MODULES = (
-    "random", "_random", "secrets", "uuid", "time", "datetime", "_datetime", "calendar", "zoneinfo",
-    "hashlib", "_hashlib", "hmac", "bcrypt", "logging",
-)  # fmt: skip
+    "random",
+    "_random",
+    "secrets",
+    "uuid",
+    "time",
+    "datetime",
+    "_datetime",
+    "calendar",
+    "zoneinfo",
+    "hashlib",
+    "_hashlib",
+    "hmac",
+    "bcrypt",
+    "logging",
+)
 
 BANNED_CALLS = (
     # process control
@@ -78,7 +90,7 @@ BANNED_CALLS = (
     "__builtins__", "__subclasses__", "__globals__", "__code__", "__closure__", "__loader__",
     "__spec__", "f_globals", "f_locals", "f_builtins", "f_back", "gi_frame", "cr_frame",
     "ag_frame", "tb_frame",
-)  # fmt: skip
+)  # fmt: skip  # table: one group of calls a line, under its comment
 
 OPEN_WRITE = "open:write"
 _WRITE_MODE_CHARS = set("wax+")

@@ -152,8 +152,9 @@ def _libraries(elves: list[str]) -> list[str]:
     them, plus the real files behind symlinked ones."""
     out: list[str] = []
     for chunk in range(0, len(elves), 64):
-        text = subprocess.run(["ldd", *elves[chunk : chunk + 64]], capture_output=True, text=True, timeout=60,
-                              env=LOADER_ENV).stdout
+        text = subprocess.run(
+            ["ldd", *elves[chunk : chunk + 64]], capture_output=True, text=True, timeout=60, env=LOADER_ENV
+        ).stdout
         for line in text.splitlines():
             parts = line.split()
             path = parts[2] if "=>" in parts and len(parts) > 2 else (parts[0] if parts and parts[0].startswith("/") else "")

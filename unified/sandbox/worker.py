@@ -60,9 +60,21 @@ import time
 OS = type(sys)("os_snapshot")
 OS.__dict__.update(vars(os))  # captured before the guards replace any os function
 PREIMPORT = (  # light and common in benchmark code; anything else loads from the read-only stdlib
-    "math", "cmath", "itertools", "functools", "collections", "collections.abc", "heapq", "bisect",
-    "operator", "string", "re", "copy", "array", "typing",
-)  # fmt: skip
+    "math",
+    "cmath",
+    "itertools",
+    "functools",
+    "collections",
+    "collections.abc",
+    "heapq",
+    "bisect",
+    "operator",
+    "string",
+    "re",
+    "copy",
+    "array",
+    "typing",
+)
 _monotonic, _getrusage, _select = time.monotonic, resource.getrusage, select.select
 SIGKILL, SIGXCPU = 9, 24
 ZYGOTE_BOOST = 10  # nice levels: ~9x the CPU weight of one call process

@@ -68,12 +68,7 @@ def calls_of(source: str, entry_point: str) -> list[tuple]:
     """Positional-argument tuples of every `entry_point(...)` call in assertion code."""
     calls = []
     for node in ast.walk(ast.parse(source)):
-        if (
-            isinstance(node, ast.Call)
-            and isinstance(node.func, ast.Name)
-            and node.func.id == entry_point
-            and not node.keywords
-        ):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == entry_point and not node.keywords:
             try:
                 calls.append(tuple(ast.literal_eval(arg) for arg in node.args))
             except (ValueError, SyntaxError, TypeError):

@@ -71,8 +71,10 @@ def _defines(code: str, entry_point: str) -> bool:
         tree = ast.parse(code)
     except (SyntaxError, ValueError, MemoryError, RecursionError):
         return False
-    return any(isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name == (entry_point or node.name)
-               for node in tree.body)  # fmt: skip
+    return any(
+        isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name == (entry_point or node.name)
+        for node in tree.body
+    )
 
 
 def answer_end(text: str, end: AnswerEnd) -> int | None:

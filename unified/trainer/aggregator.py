@@ -59,8 +59,14 @@ class StepResult:
 
 
 class Aggregator:
-    def __init__(self, policy: Policy, optimizer: torch.optim.Optimizer, algorithm: AlgorithmConfig = AlgorithmConfig(),
-                 *, snapshot_dir: str | Path | None = None):  # fmt: skip
+    def __init__(
+        self,
+        policy: Policy,
+        optimizer: torch.optim.Optimizer,
+        algorithm: AlgorithmConfig = AlgorithmConfig(),
+        *,
+        snapshot_dir: str | Path | None = None,
+    ):
         """`algorithm`: the frozen config it reads `grad_clip`, `max_staleness`,
         `keep_last_versions` and the batch sizes (for `stats`) from."""
         if algorithm.keep_last_versions > 0 and snapshot_dir is None:

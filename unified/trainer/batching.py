@@ -39,8 +39,12 @@ class MicroBatch:
     def to(self, device: torch.device) -> "MicroBatch":
         move = lambda t: t.to(device, non_blocking=True)  # noqa: E731
         return MicroBatch(
-            move(self.input_ids), move(self.attention_mask), move(self.response_mask),
-            move(self.old_log_probs), move(self.advantages), self.versions,
+            move(self.input_ids),
+            move(self.attention_mask),
+            move(self.response_mask),
+            move(self.old_log_probs),
+            move(self.advantages),
+            self.versions,
         )
 
 

@@ -45,8 +45,13 @@ class ModelConfig:
     max_new_tokens: int = 192  # generation budget per completion (programs, inputs, rollouts); SmolLM2's programs mostly fit
 
     def __post_init__(self):
-        _refuse("model", {"dtype": _must(self.dtype in DTYPES, f"one of {DTYPES}", self.dtype),
-                          "max_new_tokens": _must(self.max_new_tokens >= 1, ">= 1", self.max_new_tokens)})  # fmt: skip
+        _refuse(
+            "model",
+            {
+                "dtype": _must(self.dtype in DTYPES, f"one of {DTYPES}", self.dtype),
+                "max_new_tokens": _must(self.max_new_tokens >= 1, ">= 1", self.max_new_tokens),
+            },
+        )
 
 
 @dataclass(frozen=True)
@@ -76,23 +81,27 @@ class RolloutConfig:
     compile: Optional[str] = "auto"
 
     def __post_init__(self):
-        _refuse("rollout", {
-            "backend": _must(self.backend in ENGINE_BACKENDS, f"one of {ENGINE_BACKENDS}", self.backend),
-            "n": _must(self.n >= 1, ">= 1", self.n),
-            "temperature": _must(self.temperature >= 0, ">= 0", self.temperature),
-            "top_p": _must(0 < self.top_p <= 1, "in (0, 1]", self.top_p),
-            "max_tokens": _must(self.max_tokens is None or self.max_tokens >= 1, ">= 1", self.max_tokens),
-            "max_model_len": _must(self.max_model_len >= 1, ">= 1", self.max_model_len),
-            "kv_cache_gib": _must(self.kv_cache_gib > 0, "> 0", self.kv_cache_gib),
-            "gpu_memory_utilization": _must(0 < self.gpu_memory_utilization <= 1, "in (0, 1]", self.gpu_memory_utilization),
-            "tensor_parallel_size": _must(self.tensor_parallel_size >= 1, ">= 1", self.tensor_parallel_size),
-            "retries": _must(self.retries >= 0, ">= 0", self.retries),
-        })  # fmt: skip
+        _refuse(
+            "rollout",
+            {
+                "backend": _must(self.backend in ENGINE_BACKENDS, f"one of {ENGINE_BACKENDS}", self.backend),
+                "n": _must(self.n >= 1, ">= 1", self.n),
+                "temperature": _must(self.temperature >= 0, ">= 0", self.temperature),
+                "top_p": _must(0 < self.top_p <= 1, "in (0, 1]", self.top_p),
+                "max_tokens": _must(self.max_tokens is None or self.max_tokens >= 1, ">= 1", self.max_tokens),
+                "max_model_len": _must(self.max_model_len >= 1, ">= 1", self.max_model_len),
+                "kv_cache_gib": _must(self.kv_cache_gib > 0, "> 0", self.kv_cache_gib),
+                "gpu_memory_utilization": _must(0 < self.gpu_memory_utilization <= 1, "in (0, 1]", self.gpu_memory_utilization),
+                "tensor_parallel_size": _must(self.tensor_parallel_size >= 1, ">= 1", self.tensor_parallel_size),
+                "retries": _must(self.retries >= 0, ">= 0", self.retries),
+            },
+        )
 
         if isinstance(self.compile, bool):  # a bool from Python; the config gives "true"/"True" (read in any case)
             object.__setattr__(self, "compile", str(self.compile).lower())
-        _refuse("rollout", {"compile": _must(self._compile in COMPILE_CHOICES, f"one of {COMPILE_CHOICES[1:]} or null",
-                                             self.compile)})  # fmt: skip
+        _refuse(
+            "rollout", {"compile": _must(self._compile in COMPILE_CHOICES, f"one of {COMPILE_CHOICES[1:]} or null", self.compile)}
+        )
 
     @property
     def _compile(self) -> str | None:
@@ -111,8 +120,10 @@ class RolloutConfig:
     def sampling(self, seed: int | None = None) -> SamplingConfig:
         """Phase 5's sampling: this config's fields of the same names."""
         if self.max_tokens is None:
-            raise ValueError("rollout.max_tokens is None: it follows model.max_new_tokens and TrainConfig fills it "
-                             "(schema.derive): build the config as a TrainConfig, or give RolloutConfig(max_tokens=...)")  # fmt: skip
+            raise ValueError(
+                "rollout.max_tokens is None: it follows model.max_new_tokens and TrainConfig fills it "
+                "(schema.derive): build the config as a TrainConfig, or give RolloutConfig(max_tokens=...)"
+            )
         return SamplingConfig(**{f.name: getattr(self, f.name) for f in fields(SamplingConfig) if f.name != "seed"}, seed=seed)
 
 
@@ -157,9 +168,13 @@ class AlgorithmConfig:
     accum_steps: int = 2  # micro-batches per gradient contribution
     share_prompts: bool = True  # a micro-batch's rows with one prompt run it once (policy._answer_states; world size 1 only)
     logprobs_from_hidden: bool = True  # project only real answer positions, in place (trainer/vocab.py); false: full logits
-    reuse_frozen_prefix: bool = True  # top_layers: a recomputed answer trains from its frozen blocks' kept output (trainer/frozen_prefix.py)
+    reuse_frozen_prefix: bool = (
+        True  # top_layers: a recomputed answer trains from its frozen blocks' kept output (trainer/frozen_prefix.py)
+    )
     update_steps: int = 2  # contributions per optimizer step (version bump + push)
-    max_staleness: int = 16  # drop samples generated more than this many versions ago (phase 1's reused groups age through a round)
+    max_staleness: int = (
+        16  # drop samples generated more than this many versions ago (phase 1's reused groups age through a round)
+    )
     keep_last_versions: int = 0  # weight snapshots kept on disk
 
     def __post_init__(self):
@@ -169,11 +184,25 @@ class AlgorithmConfig:
                 raise ValueError(f"algorithm.{key} must be >= 1, got {getattr(self, key)!r}")
         if self.zero_variance not in ZERO_VARIANCE:
             raise ValueError(f"algorithm.zero_variance must be one of {ZERO_VARIANCE}, got {self.zero_variance!r}")
-        _refuse("algorithm", {key: _must(getattr(self, key) >= 0, ">= 0", getattr(self, key))
-                              for key in ("lr", "weight_decay", "grad_clip", "kl_loss_coef", "sft_coef", "max_staleness", "keep_last_versions",
-                                          "consolidate_passes", "consolidate_margin")})  # fmt: skip
+        _refuse(
+            "algorithm",
+            {
+                key: _must(getattr(self, key) >= 0, ">= 0", getattr(self, key))
+                for key in (
+                    "lr",
+                    "weight_decay",
+                    "grad_clip",
+                    "kl_loss_coef",
+                    "sft_coef",
+                    "max_staleness",
+                    "keep_last_versions",
+                    "consolidate_passes",
+                    "consolidate_margin",
+                )
+            },
+        )
         if self.consolidate_batch < 1:
-            raise ValueError(f"algorithm.consolidate_batch must be >= 1, got {self.consolidate_batch!r}")  # fmt: skip
+            raise ValueError(f"algorithm.consolidate_batch must be >= 1, got {self.consolidate_batch!r}")
         if self.mini_batch_size not in (None, self.samples_per_step):
             raise ValueError(
                 f"algorithm.mini_batch_size={self.mini_batch_size} but micro_batch_size x accum_steps x "
@@ -228,10 +257,13 @@ class TrainerConfig:
 
     def __post_init__(self):
         object.__setattr__(self, "pass_at_k", tuple(self.pass_at_k))
-        _refuse("trainer", {
-            "device": _must(self.device in DEVICES, f"one of {DEVICES}", self.device),
-            "keep_checkpoints": _must(self.keep_checkpoints >= 1, ">= 1", self.keep_checkpoints),
-            "eval_every": _must(self.eval_every >= 0, ">= 0 (0: never)", self.eval_every),
-            "log_samples": _must(self.log_samples >= 0, ">= 0", self.log_samples),
-            "pass_at_k": _must(all(k >= 1 for k in self.pass_at_k), "whole numbers >= 1", list(self.pass_at_k)),
-        })  # fmt: skip
+        _refuse(
+            "trainer",
+            {
+                "device": _must(self.device in DEVICES, f"one of {DEVICES}", self.device),
+                "keep_checkpoints": _must(self.keep_checkpoints >= 1, ">= 1", self.keep_checkpoints),
+                "eval_every": _must(self.eval_every >= 0, ">= 0 (0: never)", self.eval_every),
+                "log_samples": _must(self.log_samples >= 0, ">= 0", self.log_samples),
+                "pass_at_k": _must(all(k >= 1 for k in self.pass_at_k), "whole numbers >= 1", list(self.pass_at_k)),
+            },
+        )

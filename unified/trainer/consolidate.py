@@ -52,8 +52,15 @@ class ConsolidationStats:
     seconds: float
 
 
-def consolidate(targets: Sequence[Sample], aggregator: Aggregator, cfg: AlgorithmConfig, *, engine: Engine | None,
-                pad_token_id: int, turns: Turns | None = None) -> ConsolidationStats:  # fmt: skip
+def consolidate(
+    targets: Sequence[Sample],
+    aggregator: Aggregator,
+    cfg: AlgorithmConfig,
+    *,
+    engine: Engine | None,
+    pad_token_id: int,
+    turns: Turns | None = None,
+) -> ConsolidationStats:
     """Train `targets` (each one answer's prompt and tokens) until greedy decoding holds them or
     `cfg.consolidate_passes` passes are made; the final weights are pushed into `engine`."""
     start, turns, policy = time.perf_counter(), turns or Turns(), aggregator.policy
@@ -70,8 +77,9 @@ def consolidate(targets: Sequence[Sample], aggregator: Aggregator, cfg: Algorith
     if steps and engine is not None:
         turns.pushing()
         push_weights(engine, policy, aggregator.version)
-    return ConsolidationStats(len(targets), first, int(held.sum()), passes, steps, nll[0] if nll else 0.0,
-                              time.perf_counter() - start)  # fmt: skip
+    return ConsolidationStats(
+        len(targets), first, int(held.sum()), passes, steps, nll[0] if nll else 0.0, time.perf_counter() - start
+    )
 
 
 def margins(targets: Sequence[Sample], policy: Policy, pad_token_id: int, batch: int, turns: Turns) -> torch.Tensor:
@@ -99,8 +107,9 @@ def token_margins(mb: MicroBatch, policy: Policy) -> torch.Tensor:
     return (own - others).masked_fill(batch.response_mask == 0, float("inf")).cpu()
 
 
-def nll_pass(todo: Sequence[Sample], aggregator: Aggregator, cfg: AlgorithmConfig, pad_token_id: int,
-             turns: Turns) -> tuple[int, float]:  # fmt: skip
+def nll_pass(
+    todo: Sequence[Sample], aggregator: Aggregator, cfg: AlgorithmConfig, pad_token_id: int, turns: Turns
+) -> tuple[int, float]:
     """One pass over `todo`: optimizer steps of `consolidate_batch` targets, each micro-batch's
     NLL summed over its tokens and divided by the step's tokens (token-mean over the step).
     Returns the steps made and the pass's mean NLL per token."""
@@ -114,8 +123,15 @@ def nll_pass(todo: Sequence[Sample], aggregator: Aggregator, cfg: AlgorithmConfi
             turns.updating()
             batch = mb.to(policy.device)
             with policy.compute():
-                logp, _ = token_logprobs_and_entropy(policy.module, batch.input_ids, batch.attention_mask, batch.response_mask,
-                                                     1.0, with_entropy=False, share_prompts=False)  # fmt: skip
+                logp, _ = token_logprobs_and_entropy(
+                    policy.module,
+                    batch.input_ids,
+                    batch.attention_mask,
+                    batch.response_mask,
+                    1.0,
+                    with_entropy=False,
+                    share_prompts=False,
+                )
             loss = -(logp * batch.response_mask).sum()
             (loss / norm).backward()
             total, tokens = total + float(loss.detach()), tokens + mb.num_tokens
@@ -125,7 +141,9 @@ def nll_pass(todo: Sequence[Sample], aggregator: Aggregator, cfg: AlgorithmConfi
 
 def _batches(samples: list[Sample], size: int, pad_token_id: int) -> list[MicroBatch]:
     """Micro-batches of `size`; every rank gets as many (padding batches: fully masked)."""
-    out = [collate(samples[j : j + size], [torch.ones(len(s.token_ids)) for s in samples[j : j + size]], pad_token_id)
-           for j in range(0, len(samples), size)]  # fmt: skip
+    out = [
+        collate(samples[j : j + size], [torch.ones(len(s.token_ids)) for s in samples[j : j + size]], pad_token_id)
+        for j in range(0, len(samples), size)
+    ]
     want = all_reduce_int(len(out), "max")
     return out + [dummy_batch(pad_token_id)] * (want - len(out))

@@ -106,9 +106,11 @@ def check_restartable() -> None:
     refused; the static rendezvous (`--master-addr` without `--rdzv-backend`) always shares."""
     shared = os.environ.get("TORCHELASTIC_USE_AGENT_STORE") == "True"
     if shared and int(os.environ.get("TORCHELASTIC_MAX_RESTARTS", "0")) > 0:
-        raise UserError(f"torchrun --max-restarts > 0 with the store shared across restarts would hang the restarted "
-                        f"workers (pytorch#135712): export {SHARED_STORE_OFF}=1 and use --rdzv-backend=c10d "
-                        "(docs/multinode.md)")  # fmt: skip
+        raise UserError(
+            f"torchrun --max-restarts > 0 with the store shared across restarts would hang the restarted "
+            f"workers (pytorch#135712): export {SHARED_STORE_OFF}=1 and use --rdzv-backend=c10d "
+            "(docs/multinode.md)"
+        )
 
 
 def init_distributed(device: str = "auto") -> DistInfo:

@@ -23,8 +23,20 @@ from unified.types import SamplingConfig
 if TYPE_CHECKING:
     from unified.trainer.config import RolloutConfig
 
-__all__ = ["ENGINES", "BACKENDS", "Engine", "Prompt", "PushResult", "SamplingConfig", "Weights", "WeightsRejected",
-           "build_engine", "build_engine_from_config", "current_engine", "engine_creations"]  # fmt: skip
+__all__ = [
+    "ENGINES",
+    "BACKENDS",
+    "Engine",
+    "Prompt",
+    "PushResult",
+    "SamplingConfig",
+    "Weights",
+    "WeightsRejected",
+    "build_engine",
+    "build_engine_from_config",
+    "current_engine",
+    "engine_creations",
+]
 
 log = logging.getLogger("unified")
 
@@ -78,19 +90,32 @@ def build_engine(
             "resident: reuse it, or pass allow_another=True to create another on purpose"
         )
     cls, extra = ENGINES[backend]
-    options = dict(kv_cache_gib=kv_cache_gib, gpu_memory_utilization=gpu_memory_utilization,
-                   tensor_parallel_size=tensor_parallel_size, sleep_between_phases=sleep_between_phases,
-                   compile=compile)  # fmt: skip
-    engine = cls(model_path, dtype=dtype, seed=seed, max_model_len=max_model_len, retries=retries,
-                 retry_backoff_s=retry_backoff_s, **extra, **{k: v for k, v in options.items() if k in cls.OPTIONS})  # fmt: skip
+    options = dict(
+        kv_cache_gib=kv_cache_gib,
+        gpu_memory_utilization=gpu_memory_utilization,
+        tensor_parallel_size=tensor_parallel_size,
+        sleep_between_phases=sleep_between_phases,
+        compile=compile,
+    )
+    engine = cls(
+        model_path,
+        dtype=dtype,
+        seed=seed,
+        max_model_len=max_model_len,
+        retries=retries,
+        retry_backoff_s=retry_backoff_s,
+        **extra,
+        **{k: v for k, v in options.items() if k in cls.OPTIONS},
+    )
     _CREATIONS += 1
     _CURRENT = engine
     log.info("engine created: backend=%s model=%s (creations=%d)", backend, model_path, _CREATIONS)
     return engine
 
 
-def build_engine_from_config(rollout: RolloutConfig, model_path: str, *, dtype: str, seed: int, planned_samples: int = 0,
-                             allow_another: bool = False) -> Engine:  # fmt: skip
+def build_engine_from_config(
+    rollout: RolloutConfig, model_path: str, *, dtype: str, seed: int, planned_samples: int = 0, allow_another: bool = False
+) -> Engine:
     """The round loop's entry point: the rollout group's engine keys (the ones that are not
     sampling's) go to `build_engine` as they are, but `compile`, resolved for a run that
     will sample `planned_samples` completions (`RolloutConfig.compile_choice`)."""

@@ -85,13 +85,16 @@ class Engine:
     def encode(self, prompt: Prompt) -> list[int]:
         if isinstance(prompt, str):
             return list(self.tokenizer(prompt)["input_ids"])
-        text = self.tokenizer.apply_chat_template(
-            [dict(m) for m in prompt], tokenize=False, add_generation_prompt=True
-        )
+        text = self.tokenizer.apply_chat_template([dict(m) for m in prompt], tokenize=False, add_generation_prompt=True)
         return list(self.tokenizer(text, add_special_tokens=False)["input_ids"])
 
-    def generate(self, prompts: Sequence[Prompt], sampling: SamplingConfig, shapes: Sequence[str | None] | None = None,
-                 ends: Sequence[AnswerEnd | None] | None = None) -> list[list[Completion]]:  # fmt: skip
+    def generate(
+        self,
+        prompts: Sequence[Prompt],
+        sampling: SamplingConfig,
+        shapes: Sequence[str | None] | None = None,
+        ends: Sequence[AnswerEnd | None] | None = None,
+    ) -> list[list[Completion]]:
         """Per prompt, `sampling.n` completions. A prompt too long for the context gets
         `finish_reason="error"` completions instead of failing the whole batch. `shapes`:
         per prompt, a grammar (`unified.kinds.shapes`, xgrammar EBNF) its completions are
@@ -108,13 +111,23 @@ class Engine:
         if len(shapes) != len(prompts) or len(ends) != len(prompts):
             raise ValueError(f"{len(shapes)} shapes and {len(ends)} answer ends for {len(prompts)} prompts")
         if any(shapes) and not self.SHAPES:
-            raise ValueError(f"the {type(self).__name__} backend cannot decode in an answer shape; "
-                             "use rollout=vllm_cpu or rollout=vllm, or set pipeline.constrain=[]")  # fmt: skip
+            raise ValueError(
+                f"the {type(self).__name__} backend cannot decode in an answer shape; "
+                "use rollout=vllm_cpu or rollout=vllm, or set pipeline.constrain=[]"
+            )
         ends = [None if shape else end for shape, end in zip(shapes, ends)]
         ids = [self.encode(p) for p in prompts]
         fits = [i for i, p in enumerate(ids) if len(p) < self.max_model_len]
-        requests = [Request(ids[i], None if sampling.seed is None else sampling.seed + i, shapes[i], ends[i],
-                             max(1, min(sampling.max_tokens, self.max_model_len - len(ids[i])))) for i in fits]  # fmt: skip
+        requests = [
+            Request(
+                ids[i],
+                None if sampling.seed is None else sampling.seed + i,
+                shapes[i],
+                ends[i],
+                max(1, min(sampling.max_tokens, self.max_model_len - len(ids[i]))),
+            )
+            for i in fits
+        ]
         raw = self._until_answer_ends(requests, sampling) if fits else []
         out: list[list[Completion]] = []
         by_index = dict(zip(fits, raw))
@@ -150,9 +163,15 @@ class Engine:
                     todo.append((i, j))
             if not todo:
                 break
-            more = [replace(requests[i], prompt_ids=requests[i].prompt_ids + list(raw[i][j][0]),
-                            seed=None if requests[i].seed is None else requests[i].seed + 7919 * step,
-                            limit=requests[i].limit - len(raw[i][j][0])) for i, j in todo]  # fmt: skip
+            more = [
+                replace(
+                    requests[i],
+                    prompt_ids=requests[i].prompt_ids + list(raw[i][j][0]),
+                    seed=None if requests[i].seed is None else requests[i].seed + 7919 * step,
+                    limit=requests[i].limit - len(raw[i][j][0]),
+                )
+                for i, j in todo
+            ]
             for (i, j), [(tokens, logprobs, finish)] in zip(todo, self._with_retries(more, replace(sampling, n=1))):
                 raw[i][j] = (raw[i][j][0] + tokens, raw[i][j][1] + logprobs, finish)
             pending = todo
@@ -160,9 +179,7 @@ class Engine:
 
     def _completion(self, prompt_ids, token_ids, logprobs, finish_reason, constrained: bool = False) -> Completion:
         text = self.tokenizer.decode(list(token_ids), skip_special_tokens=True)
-        return Completion(
-            text, tuple(prompt_ids), tuple(token_ids), tuple(logprobs), finish_reason, self.version, constrained
-        )
+        return Completion(text, tuple(prompt_ids), tuple(token_ids), tuple(logprobs), finish_reason, self.version, constrained)
 
     def _with_retries(self, requests: list[Request], sampling: SamplingConfig):
         for attempt in range(self.retries + 1):
@@ -237,7 +254,9 @@ class Engine:
     def _load(self, weights: Iterator[tuple[str, torch.Tensor]]) -> None:
         raise NotImplementedError
 
-    def _check_weights(self, weights, shapes: dict[str, tuple[int, ...]] | None, required: set[str]) -> list[tuple[str, torch.Tensor]]:
+    def _check_weights(
+        self, weights, shapes: dict[str, tuple[int, ...]] | None, required: set[str]
+    ) -> list[tuple[str, torch.Tensor]]:
         """Materialise and check a push before anything is loaded: every name known
         (`shapes`, tied aliases included; None: names and shapes unknown, not checked),
         shapes equal, values finite, every `required` name present (unless the push is

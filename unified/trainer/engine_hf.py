@@ -53,8 +53,8 @@ class HFEngine(Engine):
         input_ids = torch.full((len(rows), width), self.pad_id, dtype=torch.long)
         attention = torch.zeros_like(input_ids)
         for i, r in enumerate(rows):  # left padding: generation continues from the right
-            input_ids[i, width - len(r):] = torch.tensor(r)
-            attention[i, width - len(r):] = 1
+            input_ids[i, width - len(r) :] = torch.tensor(r)
+            attention[i, width - len(r) :] = 1
         greedy = sampling.temperature <= 0
         gen_kwargs = dict(
             max_new_tokens=max(1, min(max(r.limit for r in requests), self.max_model_len - width)),
@@ -88,8 +88,9 @@ class HFEngine(Engine):
         if request.end is not None:
             closed = answer_end(self.tokenizer.decode(tokens[:end], skip_special_tokens=True), request.end)
             if closed is not None:  # the first token whose text reaches the answer's end
-                end = next(k for k in range(1, end + 1)
-                           if len(self.tokenizer.decode(tokens[:k], skip_special_tokens=True)) >= closed)  # fmt: skip
+                end = next(
+                    k for k in range(1, end + 1) if len(self.tokenizer.decode(tokens[:k], skip_special_tokens=True)) >= closed
+                )
                 finish = "stop"
         return tuple(tokens[:end]), tuple(logps[:end].tolist()), finish
 

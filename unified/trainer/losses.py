@@ -90,9 +90,7 @@ def compute_advantages(
         token_level_rewards=outcome_token_rewards(rewards, mask),
         response_mask=mask,
         index=np.array(list(groups), dtype=object),
-        config=AlgoConfig(
-            adv_estimator=cfg.adv_estimator, gamma=cfg.gamma, norm_adv_by_std_in_grpo=cfg.norm_adv_by_std_in_grpo
-        ),
+        config=AlgoConfig(adv_estimator=cfg.adv_estimator, gamma=cfg.gamma, norm_adv_by_std_in_grpo=cfg.norm_adv_by_std_in_grpo),
     )
     if "norm_adv_by_std_in_grpo" in inspect.signature(fn).parameters:
         kwargs["norm_adv_by_std_in_grpo"] = cfg.norm_adv_by_std_in_grpo
@@ -141,9 +139,14 @@ def _policy_loss(log_prob, old_log_prob, advantages, mask, cfg: AlgorithmConfig,
     actor = verl_actor_config(cfg)
     actor.global_batch_info.update(batch_info, loss_scale_factor=None)
     pg_loss, pg_metrics = core_algos.get_policy_loss_fn(cfg.policy_loss)(
-        old_log_prob=old_log_prob, log_prob=log_prob, advantages=advantages, response_mask=mask,
-        loss_agg_mode=cfg.loss_agg_mode, config=actor, rollout_is_weights=None,
-    )  # fmt: skip
+        old_log_prob=old_log_prob,
+        log_prob=log_prob,
+        advantages=advantages,
+        response_mask=mask,
+        loss_agg_mode=cfg.loss_agg_mode,
+        config=actor,
+        rollout_is_weights=None,
+    )
     metrics = {
         "pg_loss": pg_loss.item(),
         "pg_clipfrac": pg_metrics.get("actor/pg_clipfrac", 0.0),

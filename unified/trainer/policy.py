@@ -37,8 +37,14 @@ from unified.trainer.distributed import resolve_dtype, world_size
 from unified.trainer.frozen_cast import hold_frozen_weights
 from unified.trainer.frozen_prefix import PrefixCache, top_blocks
 from unified.trainer.tuning import (
-    TuningConfig, adapter_tensors, apply_tuning, changing_parameters, lora_scalings, merged_weights, save_adapter,
-)  # fmt: skip
+    TuningConfig,
+    adapter_tensors,
+    apply_tuning,
+    changing_parameters,
+    lora_scalings,
+    merged_weights,
+    save_adapter,
+)
 from unified.trainer.vocab import target_logprobs
 
 
@@ -103,8 +109,15 @@ def _positions(attention_mask: torch.Tensor) -> torch.Tensor:
     return (attention_mask.long().cumsum(-1) - 1).clamp(min=0)
 
 
-def _answer_states(model, input_ids: torch.Tensor, attention_mask: torch.Tensor, r: int, share: bool, hidden: bool,
-                   prefix: PrefixCache | None = None) -> torch.Tensor:  # fmt: skip
+def _answer_states(
+    model,
+    input_ids: torch.Tensor,
+    attention_mask: torch.Tensor,
+    r: int,
+    share: bool,
+    hidden: bool,
+    prefix: PrefixCache | None = None,
+) -> torch.Tensor:
     """(B, R, X) at the R positions predicting the response tokens: float logits (X = vocab),
     or with `hidden` the last hidden states after the final norm (X = width), the output
     projection left to the caller.
@@ -126,42 +139,83 @@ def _answer_states(model, input_ids: torch.Tensor, attention_mask: torch.Tensor,
         return _forward(model, input_ids, attention_mask, r, share, hidden, embeds, None)
 
 
-def _forward(model, input_ids, attention_mask, r: int, share: bool, hidden: bool, embeds: torch.Tensor | None,
-             record: PrefixCache | None) -> torch.Tensor:  # fmt: skip
+def _forward(
+    model, input_ids, attention_mask, r: int, share: bool, hidden: bool, embeds: torch.Tensor | None, record: PrefixCache | None
+) -> torch.Tensor:
     """`_answer_states`' forward, from token ids or (`embeds`) from states entering the first
-    block that runs; `record`: the states entering `record.start` go into it."""
-    collect = hidden or record is not None
-    keep = 1 if hidden else r + 1  # hidden states come for every position; logits only where kept
-    read = (lambda out: out.hidden_states[-1]) if hidden else (lambda out: out.logits)  # noqa: E731
-    fed = lambda rows, cols: (  # noqa: E731
-        {"input_ids": input_ids[rows, cols]} if embeds is None else {"inputs_embeds": embeds[rows, cols]})
-    everything = slice(None)
+    block that runs; `record`: the states entering `record.start` go into it. With `share`,
+    rows with the same prompt run it once (when some do)."""
     p = input_ids.shape[1] - r
     if share and p > 0:
         prompts = torch.cat([input_ids[:, :p], attention_mask[:, :p].to(input_ids.dtype)], dim=1)
         unique, row_of = torch.unique(prompts, dim=0, return_inverse=True)
-        share = unique.shape[0] < input_ids.shape[0]
-    if not (share and p > 0):
-        out = model(**fed(everything, everything), attention_mask=attention_mask, position_ids=_positions(attention_mask),
-                    logits_to_keep=keep, use_cache=False, output_hidden_states=collect)  # fmt: skip
-        if record is not None:
-            record.record(input_ids, attention_mask, out.hidden_states[record.start])
-        states = read(out)[:, -r - 1 : -1]
-        return states if hidden else states.float()
-    first = torch.empty(unique.shape[0], dtype=torch.long, device=row_of.device).scatter_(
-        0, row_of, torch.arange(input_ids.shape[0], device=row_of.device))  # a row of each distinct prompt
+        if unique.shape[0] < input_ids.shape[0]:
+            return _forward_shared(model, input_ids, attention_mask, r, hidden, embeds, record, unique.shape[0], row_of)
+    return _forward_whole(model, input_ids, attention_mask, r, hidden, embeds, record)
+
+
+def _fed(input_ids, embeds: torch.Tensor | None, rows, cols) -> dict:
+    """The model's input for these rows and columns: token ids, or the states `embeds`."""
+    return {"input_ids": input_ids[rows, cols]} if embeds is None else {"inputs_embeds": embeds[rows, cols]}
+
+
+def _read(out, hidden: bool) -> torch.Tensor:
+    return out.hidden_states[-1] if hidden else out.logits
+
+
+def _forward_whole(
+    model, input_ids, attention_mask, r: int, hidden: bool, embeds: torch.Tensor | None, record: PrefixCache | None
+) -> torch.Tensor:
+    """Every row whole, in one forward."""
+    everything = slice(None)
+    out = model(
+        **_fed(input_ids, embeds, everything, everything),
+        attention_mask=attention_mask,
+        position_ids=_positions(attention_mask),
+        logits_to_keep=1 if hidden else r + 1,  # hidden states come for every position; logits only where kept
+        use_cache=False,
+        output_hidden_states=hidden or record is not None,
+    )
+    if record is not None:
+        record.record(input_ids, attention_mask, out.hidden_states[record.start])
+    states = _read(out, hidden)[:, -r - 1 : -1]
+    return states if hidden else states.float()
+
+
+def _forward_shared(
+    model, input_ids, attention_mask, r: int, hidden: bool, embeds, record: PrefixCache | None, distinct: int, row_of
+) -> torch.Tensor:
+    """Each of the `distinct` prompts once (`row_of`: row -> its prompt), then every row's
+    last `r` tokens on its prompt's keys and values."""
+    p = input_ids.shape[1] - r
+    collect = hidden or record is not None
+    first = torch.empty(distinct, dtype=torch.long, device=row_of.device).scatter_(
+        0, row_of, torch.arange(input_ids.shape[0], device=row_of.device)
+    )  # a row of each distinct prompt
     mask = attention_mask[first, :p]
-    head = model(**fed(first, slice(None, p)), attention_mask=mask, position_ids=_positions(mask), logits_to_keep=1,
-                 use_cache=True, output_hidden_states=collect)  # fmt: skip
+    head = model(
+        **_fed(input_ids, embeds, first, slice(None, p)),
+        attention_mask=mask,
+        position_ids=_positions(mask),
+        logits_to_keep=1,
+        use_cache=True,
+        output_hidden_states=collect,
+    )
     cache = head.past_key_values
     cache.batch_select_indices(row_of)  # each row its prompt's keys and values (a gather: gradients sum back)
-    tail = model(**fed(everything, slice(p, None)), attention_mask=attention_mask,
-                 position_ids=_positions(attention_mask)[:, p:], past_key_values=cache, logits_to_keep=1 if hidden else r,
-                 use_cache=True, output_hidden_states=collect)  # fmt: skip
+    tail = model(
+        **_fed(input_ids, embeds, slice(None), slice(p, None)),
+        attention_mask=attention_mask,
+        position_ids=_positions(attention_mask)[:, p:],
+        past_key_values=cache,
+        logits_to_keep=1 if hidden else r,
+        use_cache=True,
+        output_hidden_states=collect,
+    )
     if record is not None:
         k = record.start
         record.record(input_ids, attention_mask, torch.cat([head.hidden_states[k][row_of], tail.hidden_states[k]], dim=1))
-    states = torch.cat([read(head)[row_of, -1:], read(tail)[:, :-1]], dim=1)
+    states = torch.cat([_read(head, hidden)[row_of, -1:], _read(tail, hidden)[:, :-1]], dim=1)
     return states if hidden else states.float()
 
 
@@ -183,9 +237,16 @@ class Policy:
     with LoRA it is the peft model, and `lora_scalings` says how to merge its adapters.
     `sharded=False`: the plain model (world size 1, float32; see the module doc)."""
 
-    def __init__(self, module: torch.nn.Module, device: torch.device, trainable: bool, lora_scalings: dict | None = None,
-                 sharded: bool = True, changing: frozenset[str] | None = None,
-                 autocast: torch.dtype | None = None):  # fmt: skip
+    def __init__(
+        self,
+        module: torch.nn.Module,
+        device: torch.device,
+        trainable: bool,
+        lora_scalings: dict | None = None,
+        sharded: bool = True,
+        changing: frozenset[str] | None = None,
+        autocast: torch.dtype | None = None,
+    ):
         self.module = module
         # unsharded lower-precision compute (CPU bf16): float32 master weights and optimizer
         # state, the forward and backward under torch.autocast (sharded models: FSDP2's policy)
@@ -305,9 +366,7 @@ def build_policy(
 
     if not dist.is_initialized():
         raise RuntimeError("call unified.trainer.distributed.init_distributed() before build_policy()")
-    model = AutoModelForCausalLM.from_pretrained(
-        str(model_path), dtype=torch.float32, trust_remote_code=trust_remote_code
-    )
+    model = AutoModelForCausalLM.from_pretrained(str(model_path), dtype=torch.float32, trust_remote_code=trust_remote_code)
     if gradient_checkpointing and trainable:
         model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
     model.config.use_cache = False
@@ -350,9 +409,14 @@ def _fully_shard(model: torch.nn.Module, device: torch.device, run_dtype: torch.
 
 
 def build_policy_from_config(
-    model_cfg, model_path: str | Path, device: torch.device, trainable: bool = True,
-    tuning: TuningConfig | None = None, adapter_dir: str | Path | None = None, dtype: str | None = None,
-) -> Policy:  # fmt: skip
+    model_cfg,
+    model_path: str | Path,
+    device: torch.device,
+    trainable: bool = True,
+    tuning: TuningConfig | None = None,
+    adapter_dir: str | Path | None = None,
+    dtype: str | None = None,
+) -> Policy:
     """`dtype`: the already resolved compute dtype (default: the config's, resolved here)."""
     return build_policy(
         model_path,

@@ -38,9 +38,13 @@ def apply_tuning(model: torch.nn.Module, cfg: TuningConfig, adapter_dir: str | P
         from peft import LoraConfig, get_peft_model
 
         lora = LoraConfig(
-            r=cfg.lora_r, lora_alpha=cfg.lora_alpha, lora_dropout=cfg.lora_dropout,
-            target_modules=list(cfg.target_modules), bias="none", task_type="CAUSAL_LM",
-        )  # fmt: skip
+            r=cfg.lora_r,
+            lora_alpha=cfg.lora_alpha,
+            lora_dropout=cfg.lora_dropout,
+            target_modules=list(cfg.target_modules),
+            bias="none",
+            task_type="CAUSAL_LM",
+        )
         model = get_peft_model(model, lora)
         if adapter_dir is not None:
             load_adapter(model, adapter_dir)
@@ -136,7 +140,9 @@ def load_adapter(model: torch.nn.Module, folder: str | Path) -> None:
     saved = json.loads((folder / "adapter_config.json").read_text())
     mine = model.peft_config["default"]
     if int(saved.get("r", -1)) != mine.r or sorted(saved.get("target_modules") or []) != sorted(mine.target_modules):
-        raise ValueError(f"the checkpoint's adapter (r={saved.get('r')}, {saved.get('target_modules')}) does not match tuning (r={mine.r}, {sorted(mine.target_modules)})")
+        raise ValueError(
+            f"the checkpoint's adapter (r={saved.get('r')}, {saved.get('target_modules')}) does not match tuning (r={mine.r}, {sorted(mine.target_modules)})"
+        )
     result = set_peft_model_state_dict(model, load_file(folder / "adapter_model.safetensors"))
     if getattr(result, "unexpected_keys", None):
         raise ValueError(f"unexpected adapter tensors: {result.unexpected_keys[:3]}")

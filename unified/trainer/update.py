@@ -108,7 +108,9 @@ def trainable(samples: Sequence[Sample], cfg: AlgorithmConfig) -> tuple[list[tup
     signal = group_signal(kept)
     if cfg.zero_variance == "drop":  # no gradient under a group baseline: no forward for them
         kept = [s for s in kept if signal[s.group]]
-    advantages = list(compute_advantages([s.reward for s in kept], response_mask_of(kept), [s.group for s in kept], cfg)) if kept else []
+    advantages = (
+        list(compute_advantages([s.reward for s in kept], response_mask_of(kept), [s.group for s in kept], cfg)) if kept else []
+    )
     fixed = [(s, torch.full((len(s.token_ids),), float(cfg.sft_coef))) for s in supervised]
     counts = dict(
         dropped_empty=sum(not s.token_ids for s in samples),
@@ -116,7 +118,8 @@ def trainable(samples: Sequence[Sample], cfg: AlgorithmConfig) -> tuple[list[tup
         groups_used=sum(signal.values()),
         zero_variance_groups=len(signal) - sum(signal.values()),
         dropped_zero_variance=sum(not signal[s.group] for s in samples if s.token_ids and not s.supervised)
-        if cfg.zero_variance == "drop" else 0,
+        if cfg.zero_variance == "drop"
+        else 0,
         supervised=len(fixed),
     )
     return spread(list(zip(kept, advantages)), fixed), counts
@@ -134,8 +137,15 @@ def spread(main: list, extra: list) -> list:
     return out + main[taken:]
 
 
-def recompute_constrained(pairs: list, policy: Policy, cfg: AlgorithmConfig, temperature: float, pad_token_id: int,
-                          turns: Turns, prefix: PrefixCache | None = None) -> tuple[list, int]:  # fmt: skip
+def recompute_constrained(
+    pairs: list,
+    policy: Policy,
+    cfg: AlgorithmConfig,
+    temperature: float,
+    pad_token_id: int,
+    turns: Turns,
+    prefix: PrefixCache | None = None,
+) -> tuple[list, int]:
     """Behaviour log-probs of the samples decoded in an answer shape, recomputed by the policy
     before its first step. The engine's are of the grammar-masked distribution (vLLM masks
     the logits before sampling), the learner scores the unmasked one: left as they are, the
@@ -160,9 +170,17 @@ def recompute_constrained(pairs: list, policy: Policy, cfg: AlgorithmConfig, tem
             turns.updating()
             mb = batch.to(policy.device)
             with policy.compute():
-                logp, _ = token_logprobs_and_entropy(policy.module, mb.input_ids, mb.attention_mask, mb.response_mask,
-                                                     temperature, with_entropy=False, share_prompts=cfg.share_prompts,
-                                                     from_hidden=cfg.logprobs_from_hidden, prefix=prefix)  # fmt: skip
+                logp, _ = token_logprobs_and_entropy(
+                    policy.module,
+                    mb.input_ids,
+                    mb.attention_mask,
+                    mb.response_mask,
+                    temperature,
+                    with_entropy=False,
+                    share_prompts=cfg.share_prompts,
+                    from_hidden=cfg.logprobs_from_hidden,
+                    prefix=prefix,
+                )
             logp = logp.float().cpu()
             for row in range(batch.size if batch.versions else 0):
                 i = next(rows)
@@ -224,8 +242,10 @@ def _micro_batches(fresh, cfg: AlgorithmConfig, pad_token_id: int) -> list[tuple
     the same gradient, since every micro-batch's loss is normalised over its contribution."""
     size = cfg.micro_batch_size
     fresh = by_length(fresh, size * cfg.accum_steps)
-    batches = [collate([s for s, _ in fresh[j : j + size]], [a for _, a in fresh[j : j + size]], pad_token_id)
-               for j in range(0, len(fresh), size)]  # fmt: skip
+    batches = [
+        collate([s for s, _ in fresh[j : j + size]], [a for _, a in fresh[j : j + size]], pad_token_id)
+        for j in range(0, len(fresh), size)
+    ]
     batches += [dummy_batch(pad_token_id)] * (all_reduce_int(len(batches), "max") - len(batches))
     return list(zip(batches, _contribution_norms(batches, cfg.accum_steps)))
 
@@ -250,30 +270,60 @@ def _contribution_norms(batches: list[MicroBatch], accum_steps: int) -> list[tup
     return norms
 
 
-def _micro_batch_loss(batch: MicroBatch, norm, policy: Policy, cfg: AlgorithmConfig, temperature: float, ref_policy,
-                      record: _Record, prefix: PrefixCache | None = None) -> torch.Tensor:  # fmt: skip
+def _micro_batch_loss(
+    batch: MicroBatch,
+    norm,
+    policy: Policy,
+    cfg: AlgorithmConfig,
+    temperature: float,
+    ref_policy,
+    record: _Record,
+    prefix: PrefixCache | None = None,
+) -> torch.Tensor:
     """Forward, verl loss normalised over the micro-batch's contribution; metrics logged."""
     mb = batch.to(policy.device)
     with policy.compute():
         logp, entropy = token_logprobs_and_entropy(
-            policy.module, mb.input_ids, mb.attention_mask, mb.response_mask, temperature,
-            entropy_grad=cfg.entropy_coeff != 0, share_prompts=cfg.share_prompts, from_hidden=cfg.logprobs_from_hidden,
+            policy.module,
+            mb.input_ids,
+            mb.attention_mask,
+            mb.response_mask,
+            temperature,
+            entropy_grad=cfg.entropy_coeff != 0,
+            share_prompts=cfg.share_prompts,
+            from_hidden=cfg.logprobs_from_hidden,
             prefix=prefix,
         )
-    ref = None
-    if cfg.use_kl_loss:
-        with torch.no_grad(), ref_policy.compute():
-            ref, _ = token_logprobs_and_entropy(
-                ref_policy.module, mb.input_ids, mb.attention_mask, mb.response_mask, temperature, with_entropy=False,
-                share_prompts=cfg.share_prompts, from_hidden=cfg.logprobs_from_hidden,
-            )
     loss, metrics = ppo_loss(
-        logp, mb.old_log_probs, mb.advantages, mb.response_mask, cfg,
-        entropy=entropy, ref_log_prob=ref, batch_num_tokens=norm[0], global_batch_size=norm[1],
+        logp,
+        mb.old_log_probs,
+        mb.advantages,
+        mb.response_mask,
+        cfg,
+        entropy=entropy,
+        ref_log_prob=_reference_logprobs(mb, ref_policy, cfg, temperature) if cfg.use_kl_loss else None,
+        batch_num_tokens=norm[0],
+        global_batch_size=norm[1],
     )
     if batch.versions:  # padding batches carry no metrics
         record.add(metrics, batch.num_tokens)
     return loss
+
+
+def _reference_logprobs(mb: MicroBatch, ref_policy, cfg: AlgorithmConfig, temperature: float) -> torch.Tensor:
+    """The reference policy's log-probabilities of the micro-batch's answers (the KL loss's), without a graph."""
+    with torch.no_grad(), ref_policy.compute():
+        ref, _ = token_logprobs_and_entropy(
+            ref_policy.module,
+            mb.input_ids,
+            mb.attention_mask,
+            mb.response_mask,
+            temperature,
+            with_entropy=False,
+            share_prompts=cfg.share_prompts,
+            from_hidden=cfg.logprobs_from_hidden,
+        )
+    return ref
 
 
 class _Record:

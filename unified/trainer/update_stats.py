@@ -44,8 +44,23 @@ class UpdateStats:
     losses: Mapping[str, float] = field(default_factory=dict)  # token-weighted means of verl's loss metrics
 
 
-COUNTS = ("steps", "skipped_nonfinite", "micro_batches", "tokens", "samples", "used", "dropped_empty", "dropped_stale",
-          "groups", "groups_used", "zero_variance_groups", "dropped_zero_variance", "recomputed", "supervised", "push_s")  # fmt: skip
+COUNTS = (
+    "steps",
+    "skipped_nonfinite",
+    "micro_batches",
+    "tokens",
+    "samples",
+    "used",
+    "dropped_empty",
+    "dropped_stale",
+    "groups",
+    "groups_used",
+    "zero_variance_groups",
+    "dropped_zero_variance",
+    "recomputed",
+    "supervised",
+    "push_s",
+)
 
 
 def merge_chunks(parts: Sequence[UpdateStats]) -> UpdateStats:

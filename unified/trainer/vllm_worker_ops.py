@@ -157,7 +157,8 @@ def refresh_tied_heads(worker) -> int:
 
     model = worker.get_model()
     embeddings = {
-        id(m.weight) for m in model.modules()
+        id(m.weight)
+        for m in model.modules()
         if isinstance(m, VocabParallelEmbedding) and not isinstance(m, ParallelLMHead) and hasattr(m, "weight")
     }
     refreshed = 0

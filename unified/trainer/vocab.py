@@ -81,8 +81,9 @@ def _logits(h: torch.Tensor, weight_c: torch.Tensor, bias_c: torch.Tensor | None
     return z.div_(temperature) if temperature != 1.0 else z
 
 
-def target_logprobs(h: torch.Tensor, head: torch.nn.Linear, targets: torch.Tensor, temperature: float = 1.0,
-                    with_entropy: bool = True) -> tuple[torch.Tensor, torch.Tensor | None]:  # fmt: skip
+def target_logprobs(
+    h: torch.Tensor, head: torch.nn.Linear, targets: torch.Tensor, temperature: float = 1.0, with_entropy: bool = True
+) -> tuple[torch.Tensor, torch.Tensor | None]:
     """(N,) log-prob of each `targets` token and (N,) entropy (None without `with_entropy`:
     one pass over the logits fewer), from (N, D) hidden states and the output projection
     `head`; both differentiable in `h` (and in `head` if it trains)."""
@@ -92,8 +93,9 @@ def target_logprobs(h: torch.Tensor, head: torch.nn.Linear, targets: torch.Tenso
     rows = max(1, CHUNK_ELEMENTS // weight_c.shape[0])
     temperature = temperature if temperature > 0 else 1.0
     with torch.autocast(device, enabled=False):
-        logp, entropy = _TargetLogProbs.apply(h, head.weight, head.bias, weight_c, bias_c, targets, float(temperature), rows,
-                                              with_entropy)  # fmt: skip
+        logp, entropy = _TargetLogProbs.apply(
+            h, head.weight, head.bias, weight_c, bias_c, targets, float(temperature), rows, with_entropy
+        )
     return logp, entropy if with_entropy else None
 
 

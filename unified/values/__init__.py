@@ -30,8 +30,21 @@ from unified.values.literal import INT_BITS, MAX_CHARS, MAX_DEPTH, LiteralError,
 from unified.values.literal_read import ReadLimits, read_literal
 from unified.values.shown import MAX_SHOWN, shown
 
-__all__ = ["Comparison", "INT_BITS", "LiteralError", "MAX_CHARS", "MAX_DEPTH", "MAX_SHOWN", "MAX_STEPS",
-           "ReadLimits", "compare", "display_text", "from_literal", "to_literal", "values_equal"]  # fmt: skip
+__all__ = [
+    "Comparison",
+    "INT_BITS",
+    "LiteralError",
+    "MAX_CHARS",
+    "MAX_DEPTH",
+    "MAX_SHOWN",
+    "MAX_STEPS",
+    "ReadLimits",
+    "compare",
+    "display_text",
+    "from_literal",
+    "to_literal",
+    "values_equal",
+]
 
 
 def from_literal(text: str, max_chars: int = 10 * MAX_CHARS) -> object:

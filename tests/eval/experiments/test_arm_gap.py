@@ -14,9 +14,19 @@ IDS = [f"p{i}" for i in range(10)]
 def _result(kind: str, control: dict, afters: list[dict], tokens=None) -> dict:
     seeds = [{"seed": s, "per_problem_after": a} for s, a in enumerate(afters)]
     gains = [sum(a.values()) / len(a) - sum(control.values()) / len(control) for a in afters]
-    return {"settings": {"cpu": {"kind": kind}}, "per_problem_before": control, "seeds": seeds, "pass_at_1_before": 0.1,
-            "pass_at_1_after": 0.2, "gain": sum(gains) / len(gains), "gain_per_seed": gains, "flips_gained": 1, "flips_lost": 0,
-            "per_seed": {str(s): {"mcnemar_p": 0.5} for s in range(len(afters))}, "generated_tokens": tokens}  # fmt: skip
+    return {
+        "settings": {"cpu": {"kind": kind}},
+        "per_problem_before": control,
+        "seeds": seeds,
+        "pass_at_1_before": 0.1,
+        "pass_at_1_after": 0.2,
+        "gain": sum(gains) / len(gains),
+        "gain_per_seed": gains,
+        "flips_gained": 1,
+        "flips_lost": 0,
+        "per_seed": {str(s): {"mcnemar_p": 0.5} for s in range(len(afters))},
+        "generated_tokens": tokens,
+    }
 
 
 CONTROL = {i: 0.0 for i in IDS} | {"p0": 1.0}
@@ -46,7 +56,10 @@ def test_other_cpu_kinds_compare_each_gain_over_its_own_control():
 
 
 def test_the_command_writes_the_comparison_and_refuses_bad_input(tmp_path, capsys):
-    for name, r in {"a": _result("AMD EPYC", CONTROL, [CONTROL | {"p1": 1.0}]), "b": _result("AMD EPYC", CONTROL, [CONTROL])}.items():
+    for name, r in {
+        "a": _result("AMD EPYC", CONTROL, [CONTROL | {"p1": 1.0}]),
+        "b": _result("AMD EPYC", CONTROL, [CONTROL]),
+    }.items():
         (tmp_path / f"{name}.json").write_text(json.dumps(r))
     out = tmp_path / "cmp.json"
     assert main([f"a={tmp_path / 'a.json'}", f"b={tmp_path / 'b.json'}", "--output", str(out)]) == 0
@@ -81,10 +94,17 @@ def test_seeds_of_one_control_from_two_runs_join_into_one_arm_and_other_controls
 
 
 def test_time_to_goal_sums_the_rounds_before_the_first_evaluation_at_control_plus_a_tenth():
-    rounds = [{"eval/pass@1": 0.08, "time/round": 600.0}, {"eval/pass@1": 0.14, "time/round": 540.0},
-              {"eval/pass@1": 0.18, "time/round": 480.0}]  # fmt: skip
+    rounds = [
+        {"eval/pass@1": 0.08, "time/round": 600.0},
+        {"eval/pass@1": 0.14, "time/round": 540.0},
+        {"eval/pass@1": 0.18, "time/round": 480.0},
+    ]
     # round 3's own evaluation (after 2 trained rounds) is the first at 0.08 + 0.10
-    assert to_goal({"metrics_per_round": rounds, "pass_at_1_after": 0.17}, 0.08) == {"after_rounds": 2, "pass_at_1": 0.18, "minutes": 19.0}
+    assert to_goal({"metrics_per_round": rounds, "pass_at_1_after": 0.17}, 0.08) == {
+        "after_rounds": 2,
+        "pass_at_1": 0.18,
+        "minutes": 19.0,
+    }
     # only the evaluation after the last round reaches it: every round counts
     late = [dict(r, **{"eval/pass@1": 0.1}) for r in rounds]
     assert to_goal({"metrics_per_round": late, "pass_at_1_after": 0.19}, 0.08)["after_rounds"] == 3

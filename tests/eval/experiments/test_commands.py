@@ -30,13 +30,21 @@ def test_help_works(name, monkeypatch, capsys):
 
 def path_edits(folder: Path) -> list[str]:
     """Every `sys.path` use in a module of `folder` (the package is imported as a package)."""
-    return [f"{p.name}:{n.lineno}" for p in sorted(folder.glob("*.py")) for n in ast.walk(ast.parse(p.read_text()))
-            if isinstance(n, ast.Attribute) and n.attr == "path" and isinstance(n.value, ast.Name) and n.value.id == "sys"]  # fmt: skip
+    return [
+        f"{p.name}:{n.lineno}"
+        for p in sorted(folder.glob("*.py"))
+        for n in ast.walk(ast.parse(p.read_text()))
+        if isinstance(n, ast.Attribute) and n.attr == "path" and isinstance(n.value, ast.Name) and n.value.id == "sys"
+    ]
 
 
 def claims(folder: Path) -> list[str]:
     """Modules of `folder` that compute a claim's statistics (they belong in unified.eval.experiments)."""
-    return [p.name for p in sorted(folder.glob("*.py")) if "gain_stats" in p.read_text() or "eval.experiments.record import Record" in p.read_text()]
+    return [
+        p.name
+        for p in sorted(folder.glob("*.py"))
+        if "gain_stats" in p.read_text() or "eval.experiments.record import Record" in p.read_text()
+    ]
 
 
 def test_bench_is_a_package_of_speed_benches(tmp_path):

@@ -9,9 +9,15 @@ from unified.eval.experiments import curve
 
 
 def test_curve_points_carry_the_issues_keys_and_flops_from_cumulative_tokens(tmp_path):
-    (tmp_path / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in (
-        {"round": 1, "compute/generation_tokens": 100, "compute/update_tokens": 10},
-        {"round": 2, "compute/generation_tokens": 250, "compute/update_tokens": 30})))  # fmt: skip
+    (tmp_path / "metrics.jsonl").write_text(
+        "".join(
+            json.dumps(r) + "\n"
+            for r in (
+                {"round": 1, "compute/generation_tokens": 100, "compute/update_tokens": 10},
+                {"round": 2, "compute/generation_tokens": 250, "compute/update_tokens": 30},
+            )
+        )
+    )
     evals = {r: {"pass@1": p, "pass_at_k": {"1": p / 2, "16": p * 3}} for r, p in ((0, 0.1), (1, 0.2), (2, 0.15))}
     points = curve.curve_points(evals, curve.cumulative_tokens(tmp_path), per_generated=2.0, per_trained=5.0, n=16)
     assert [set(p) for p in points] == [{"round", "pass_at_1", "sampled_pass_at_1", "pass_at_16", "flops"}] * 3

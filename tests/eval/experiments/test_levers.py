@@ -23,8 +23,15 @@ def write_round(run, k, rows, samples, drawn):
 
 
 def test_a_duplicate_of_a_passing_program_passes_and_a_duplicate_of_a_failing_one_does_not():
-    rows = programs([("a", 0, "good", None), ("a", 5, "good", "duplicate"), ("a", 1, "bad", "fails_visible"),
-                     ("a", 6, "bad", "duplicate"), ("b", 2, "bad", "fails_visible")])  # fmt: skip
+    rows = programs(
+        [
+            ("a", 0, "good", None),
+            ("a", 5, "good", "duplicate"),
+            ("a", 1, "bad", "fails_visible"),
+            ("a", 6, "bad", "duplicate"),
+            ("b", 2, "bad", "fails_visible"),
+        ]
+    )
     assert passing_indices(rows) == {"a": {0, 5}}
 
 
@@ -34,8 +41,11 @@ def test_each_gain_is_classed_by_how_its_signal_came(tmp_path):
     write_round(run, 1, [("a", 1, "A", None), ("b", 6, "B", None), ("c", 0, "C", "fails_visible")], samples=24, drawn=3)
     # round 2: a is found again among its 2; b (found before) has no fresh pass: replay keeps it
     write_round(run, 2, [("a", 0, "A", None), ("b", 0, "x", "fails_visible"), ("c", 7, "C", None)], samples=12, drawn=3)
-    result = {"per_problem_before": {"a": 0.0, "b": 0.0, "c": 0.0, "d": 0.0, "e": 1.0},
-              "noisy_problems": ["e"], "seeds": [{"seed": 0, "per_problem_after": {"a": 1.0, "b": 1.0, "c": 0.0, "d": 1.0, "e": 0.0}}]}  # fmt: skip
+    result = {
+        "per_problem_before": {"a": 0.0, "b": 0.0, "c": 0.0, "d": 0.0, "e": 1.0},
+        "noisy_problems": ["e"],
+        "seeds": [{"seed": 0, "per_problem_after": {"a": 1.0, "b": 1.0, "c": 0.0, "d": 1.0, "e": 0.0}}],
+    }
     s = levers(result, tmp_path, n=2)["seeds"]["0"]
     assert [(r["found"], r["found_in_first_n"], r["found_beyond_n"]) for r in s["rounds"]] == [(2, 1, 1), (2, 1, 1)]
     assert [r["replay_eligible"] for r in s["rounds"]] == [[], ["b"]]

@@ -13,11 +13,27 @@ from unified.eval.experiments.record import UNKNOWN, Inconsistent, Record, setti
 RESULTS = Path(__file__).resolve().parents[3] / "docs" / "results"
 CLAIMED = sorted(RESULTS.glob("test_time_gain*.json")) + sorted(RESULTS.glob("transfer*.json"))
 # the claims (eval/experiments/) and the results they write into docs/results/
-CLAIMS = {"gain": "test_time_gain*.json", "transfer": "transfer*.json", "sweep": "sweep*.json",
-          "agreement_labels": "agreement_labels*.json", "answer_shapes": "answer_shapes*.json", "curve": "curve_*.json",
-          "levers": "*_levers*.json", "arm_gap": "*_arms_*.json", "compare_arms": "mix_vs_solo.json",
-          "selective_cost": "selective_cost.json", "evalplus_check": "evalplus_check.json", "targets": "targets_*.json"}  # fmt: skip
-NOT_CLAIMS = {"record", "results_table", "summary_plot", "rescore", "planned"}  # rescore: test_time_gain_*rescored.json; planned: gain's keys
+CLAIMS = {
+    "gain": "test_time_gain*.json",
+    "transfer": "transfer*.json",
+    "sweep": "sweep*.json",
+    "agreement_labels": "agreement_labels*.json",
+    "answer_shapes": "answer_shapes*.json",
+    "curve": "curve_*.json",
+    "levers": "*_levers*.json",
+    "arm_gap": "*_arms_*.json",
+    "compare_arms": "mix_vs_solo.json",
+    "selective_cost": "selective_cost.json",
+    "evalplus_check": "evalplus_check.json",
+    "targets": "targets_*.json",
+}
+NOT_CLAIMS = {
+    "record",
+    "results_table",
+    "summary_plot",
+    "rescore",
+    "planned",
+}  # rescore: test_time_gain_*rescored.json; planned: gain's keys
 
 
 @pytest.mark.parametrize("path", CLAIMED, ids=[p.name for p in CLAIMED])
@@ -34,14 +50,25 @@ def test_a_result_with_nothing_to_check_fails():
     assert Record.read("r", outcomes).check(stated(outcomes)) == 0
 
 
-@pytest.mark.parametrize("claim", [{"flips_gained": 2, "flips_lost": 0}, {"gain_per_seed": [0.0]},
-                                   {"per_seed": {"0": {"flips_gained": 1, "flips_lost": 0, "gain": 0.5, "mcnemar_p": 0.5}}},
-                                   {"gain": 0.4}])  # fmt: skip
+@pytest.mark.parametrize(
+    "claim",
+    [
+        {"flips_gained": 2, "flips_lost": 0},
+        {"gain_per_seed": [0.0]},
+        {"per_seed": {"0": {"flips_gained": 1, "flips_lost": 0, "gain": 0.5, "mcnemar_p": 0.5}}},
+        {"gain": 0.4},
+    ],
+)
 def test_a_figure_its_outcomes_do_not_give_is_found(claim):
     body = {"per_problem_before": {"a": 0.0, "b": 0.0}, "seeds": [{"seed": 0, "per_problem_after": {"a": 1.0, "b": 0.0}}]}
     record = Record.read("r.json", body)
-    honest = {"flips_gained": 1, "flips_lost": 0, "gain_per_seed": [0.5], "gain": 0.5,
-              "per_seed": {"0": {"flips_gained": 1, "flips_lost": 0, "gain": 0.5, "mcnemar_p": 1.0}}}  # fmt: skip
+    honest = {
+        "flips_gained": 1,
+        "flips_lost": 0,
+        "gain_per_seed": [0.5],
+        "gain": 0.5,
+        "per_seed": {"0": {"flips_gained": 1, "flips_lost": 0, "gain": 0.5, "mcnemar_p": 1.0}},
+    }
     assert record.check(stated({**body, **honest})) == 6
     with pytest.raises(Inconsistent, match="r.json"):
         record.check(stated({**body, **claim}))
@@ -60,20 +87,34 @@ def test_every_claim_result_carries_the_commit_and_the_cpu():
 
 
 def test_a_record_writes_its_figures_over_the_claim(tmp_path):
-    record = Record("r", "mbpp", {"a": 0.0, "b": 1.0, "c": 0.0}, ((0, {"a": 1.0, "b": 1.0, "c": 1.0}), (1, {"a": 0.0, "b": 1.0, "c": 0.0})),
-                    settings={"model": "smollm2"})  # fmt: skip
+    record = Record(
+        "r",
+        "mbpp",
+        {"a": 0.0, "b": 1.0, "c": 0.0},
+        ((0, {"a": 1.0, "b": 1.0, "c": 1.0}), (1, {"a": 0.0, "b": 1.0, "c": 0.0})),
+        settings={"model": "smollm2"},
+    )
     typed = {"gain": 9.9, "flips_gained": 99, "seeds": [{"seed": 1, "metrics_per_round": [{"round": 1}]}], "note": "kept"}
     body = json.loads(record.write(tmp_path / "r.json", typed).read_text())
-    assert (body["gain"], body["flips_gained"], body["flips_lost"], body["gain_per_seed"]) == (pytest.approx(1 / 3), 2, 0, [pytest.approx(2 / 3), 0.0])
+    assert (body["gain"], body["flips_gained"], body["flips_lost"], body["gain_per_seed"]) == (
+        pytest.approx(1 / 3),
+        2,
+        0,
+        [pytest.approx(2 / 3), 0.0],
+    )
     assert body["note"] == "kept" and body["seeds"][1]["metrics_per_round"] == [{"round": 1}]
     assert body["settings"]["model"] == "smollm2" and body["settings"]["commit"] and body["settings"]["cpu"]
     again = Record.read("r.json", body)
-    assert again == Record("r.json", "?", record.control, record.seeds, settings=body["settings"]) and again.check(stated(body)) == 11
+    assert (
+        again == Record("r.json", "?", record.control, record.seeds, settings=body["settings"])
+        and again.check(stated(body)) == 11
+    )
 
 
 def test_figures_leave_noise_out_and_count_flips():
-    record = Record("x", "mbpp", {"a": 0.0, "b": 1.0, "c": 0.0, "d": None}, ((0, {"a": 1.0, "b": 0.0, "c": 1.0, "d": 1.0}),),
-                    noisy=("c",))  # fmt: skip
+    record = Record(
+        "x", "mbpp", {"a": 0.0, "b": 1.0, "c": 0.0, "d": None}, ((0, {"a": 1.0, "b": 0.0, "c": 1.0, "d": 1.0}),), noisy=("c",)
+    )
     [f] = record.figures()
     assert (f.gained, f.lost, f.gain, f.pass_at_1) == (1, 1, 0.0, 0.5)  # d unscored, c noise
     assert record.control_pass_at_1() == 0.5
@@ -92,10 +133,19 @@ def test_the_front_page_picture_is_drawn_from_the_json(tmp_path):
 
     result = tmp_path / "r.json"
     rounds = [{"round": 1, "eval/pass@1": 0.5}, {"round": 2, "eval/pass@1": 0.5}]
-    result.write_text(json.dumps({"benchmark": "mbpp", "rounds": 2, "per_problem_before": {"a": 0.0, "b": 1.0},
-                                  "seeds": [{"seed": 0, "per_problem_after": {"a": 1.0, "b": 1.0}, "pass_at_1_after": 1.0,
-                                             "metrics_per_round": rounds},
-                                            {"seed": 1, "per_problem_after": {"a": 0.0, "b": 1.0}, "pass_at_1_after": 0.5}]}))  # fmt: skip
+    result.write_text(
+        json.dumps(
+            {
+                "benchmark": "mbpp",
+                "rounds": 2,
+                "per_problem_before": {"a": 0.0, "b": 1.0},
+                "seeds": [
+                    {"seed": 0, "per_problem_after": {"a": 1.0, "b": 1.0}, "pass_at_1_after": 1.0, "metrics_per_round": rounds},
+                    {"seed": 1, "per_problem_after": {"a": 0.0, "b": 1.0}, "pass_at_1_after": 0.5},
+                ],
+            }
+        )
+    )
     assert summary_plot.curves(json.loads(result.read_text())) == {0: [(0, 0.5), (1, 0.5), (2, 1.0)]}  # seed 1: no rounds
     out = summary_plot.plot(result, tmp_path / "s.png")
     assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

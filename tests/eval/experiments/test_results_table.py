@@ -13,12 +13,15 @@ from unified.eval.experiments import results_table as rt
 def _result(control: list[int], afters: list[list[int]], **stated) -> dict:
     ids = [f"P/{k}" for k in range(len(control))]
     body = {
-        "benchmark": "mbpp", "rounds": 3, "per_problem_before": dict(zip(ids, map(float, control))),
+        "benchmark": "mbpp",
+        "rounds": 3,
+        "per_problem_before": dict(zip(ids, map(float, control))),
         "seeds": [{"seed": s, "per_problem_after": dict(zip(ids, map(float, a)))} for s, a in enumerate(afters)],
-        "settings": {"train_config": {"pipeline": {"kinds": ["solve"], "mix": ["solve:0.7", "induction:0.3"],
-                                                   "solve_source": "agreement"}}},
+        "settings": {
+            "train_config": {"pipeline": {"kinds": ["solve"], "mix": ["solve:0.7", "induction:0.3"], "solve_source": "agreement"}}
+        },
         "ci95": [0.01, 0.2],
-    }  # fmt: skip
+    }
     gains = [sum(a) / len(a) - sum(control) / len(control) for a in afters]
     ups = sum(sum(1 for c, x in zip(control, a) if x and not c) for a in afters)
     downs = sum(sum(1 for c, x in zip(control, a) if c and not x) for a in afters)
@@ -84,10 +87,14 @@ def _transfer(control: list[int], afters: list[list[int]], **stated) -> dict:
     ids = [f"P/{k}" for k in range(len(control))]
     ups = sum(sum(1 for c, x in zip(control, a) if x and not c) for a in afters)
     downs = sum(sum(1 for c, x in zip(control, a) if c and not x) for a in afters)
-    return {"source": "docs/results/test_time_gain_x.json",
-            "transfer": {"problems": ids, "flips_gained": ups, "flips_lost": downs, "ci95": [-0.1, 0.3], **stated},
-            "per_problem": {"control": [dict(zip(ids, map(float, control)))] * 2,
-                            **{f"seed{s}": dict(zip(ids, map(float, a))) for s, a in enumerate(afters)}}}  # fmt: skip
+    return {
+        "source": "docs/results/test_time_gain_x.json",
+        "transfer": {"problems": ids, "flips_gained": ups, "flips_lost": downs, "ci95": [-0.1, 0.3], **stated},
+        "per_problem": {
+            "control": [dict(zip(ids, map(float, control)))] * 2,
+            **{f"seed{s}": dict(zip(ids, map(float, a))) for s, a in enumerate(afters)},
+        },
+    }
 
 
 def test_a_transfer_row_is_per_seed_and_recomputed():
@@ -103,8 +110,18 @@ def test_a_filtered_row_is_recomputed_from_the_select_visible_outcomes():
     ids = [f"P/{k}" for k in range(10)]
     before = dict(zip(ids, [1.0, 1.0] + [0.0] * 8))
     after = dict(zip(ids, [1.0, 0.0] + [1.0] * 7 + [0.0]))  # +7 / -1
-    body = {"benchmark": "mbpp", "rounds": 3, "select_visible": {"n": 8, "seed": 0, "per_problem_control": before,
-                                                                 "per_problem_after": after, "flips_gained": 7, "flips_lost": 1}}  # fmt: skip
+    body = {
+        "benchmark": "mbpp",
+        "rounds": 3,
+        "select_visible": {
+            "n": 8,
+            "seed": 0,
+            "per_problem_control": before,
+            "per_problem_after": after,
+            "flips_gained": 7,
+            "flips_lost": 1,
+        },
+    }
     cells = [c.strip() for c in rt.select_row("r.json", body).strip("|").split("|")]
     assert cells[0] == "`r.json` (filtered by the visible examples, n=8, seed 0)"
     assert cells[4:8] == ["0.200", "0.800", "+7 / -1", "0.07"]  # exact McNemar: 2 * P(X <= 1 | 8, 1/2) = 0.0703

@@ -18,8 +18,16 @@ IDS = split_ids("report", "mbpp")[100:110]
 
 def _run(tmp_path, monkeypatch, seeds: dict[str, list[int]], *extra: str) -> dict:
     source = tmp_path / "test_time_gain_x.json"
-    source.write_text(json.dumps({"benchmark": "mbpp", "problems": split_ids("report", "mbpp")[:100],
-                                  "model_path": "docs/results/weights/mbpp-seed0", "settings": {"model": "smollm2"}}))
+    source.write_text(
+        json.dumps(
+            {
+                "benchmark": "mbpp",
+                "problems": split_ids("report", "mbpp")[:100],
+                "model_path": "docs/results/weights/mbpp-seed0",
+                "settings": {"model": "smollm2"},
+            }
+        )
+    )
     control = [1, 0, 0, 0, 0, 0, 0, 0, 0, 0]
 
     def evaluate(bench, model, ids, out, n=1):
@@ -29,16 +37,36 @@ def _run(tmp_path, monkeypatch, seeds: dict[str, list[int]], *extra: str) -> dic
 
     monkeypatch.setattr(transfer, "evaluate", evaluate)
     out = tmp_path / "transfer.json"
-    monkeypatch.setattr(sys, "argv", ["transfer.py", str(source), "--problems", "10", "--repeats", "2",
-                                      "--runs-dir", str(tmp_path / "runs"), "--output", str(out), *extra])  # fmt: skip
+    monkeypatch.setattr(
+        sys,
+        "argv",
+        [
+            "transfer.py",
+            str(source),
+            "--problems",
+            "10",
+            "--repeats",
+            "2",
+            "--runs-dir",
+            str(tmp_path / "runs"),
+            "--output",
+            str(out),
+            *extra,
+        ],
+    )
     assert transfer.main() == 0
     return json.loads(out.read_text())
 
 
 def test_every_seed_is_read_against_the_same_control(tmp_path, monkeypatch):
     (tmp_path / "w1").mkdir()
-    body = _run(tmp_path, monkeypatch, {"seed0": [1, 1, 1, 0, 0, 0, 0, 0, 0, 0], "seed1": [0, 1, 0, 0, 0, 0, 0, 0, 0, 0]},
-                "--seed-weights", f"1={tmp_path / 'w1'}")  # fmt: skip
+    body = _run(
+        tmp_path,
+        monkeypatch,
+        {"seed0": [1, 1, 1, 0, 0, 0, 0, 0, 0, 0], "seed1": [0, 1, 0, 0, 0, 0, 0, 0, 0, 0]},
+        "--seed-weights",
+        f"1={tmp_path / 'w1'}",
+    )
     t = body["transfer"]
     assert t["problems"] == IDS and t["seeds"] == [0, 1]
     assert t["control_pass_at_1"] == 0.1 and t["pass_at_1_after_per_seed"] == [0.3, 0.1]

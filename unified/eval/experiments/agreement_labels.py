@@ -49,10 +49,9 @@ def load_round(round_dir: Path, run_batch):
     # kept = what phase 2 ran: `fails_visible` is recorded but does not drop a program
     kept_ids = {r["program_id"] for r in progs if r["kept"] or r["rejection"] == "fails_visible"}
     triples = [
-        IOTriple(r["problem_id"], r["program_id"], tuple(from_literal(r["input"])), from_literal(r["output"]),
-                 r["input_source"])
+        IOTriple(r["problem_id"], r["program_id"], tuple(from_literal(r["input"])), from_literal(r["output"]), r["input_source"])
         for r in pq.read_table(round_dir / "ipo_triples.parquet").to_pylist()
-    ]  # fmt: skip
+    ]
     return problems, candidates, [p for p in candidates if p.program_id in kept_ids], triples
 
 
@@ -60,15 +59,34 @@ def score_round(round_dir: Path, executor: Executor, min_votes: int, samples: in
     problems, candidates, kept, triples = load_round(round_dir, executor.run_batch)
     votes = votes_per_program(candidates, kept)
     out: dict = {"round_dir": str(round_dir), "problems": len(problems)}
-    found_by_rule = {}
-    for name, abstain in RULES.items():
-        found_by_rule[name] = {}
-        for problem in problems:
-            mine = [p for p in kept if p.problem_id == problem.problem_id]
-            found_by_rule[name][problem.problem_id] = consensus(
-                problem, mine, [t for t in triples if t.problem_id == problem.problem_id], votes, samples,
-                min_votes=min_votes, atol=problem.atol, abstain=abstain)  # fmt: skip
-    # every winner on the hidden tests, in one sandbox batch
+    found_by_rule = {
+        name: _labels(problems, kept, triples, votes, samples, min_votes, abstain) for name, abstain in RULES.items()
+    }
+    passes = _winners_pass_hidden(found_by_rule, problems, kept, executor)
+    for name, rule in found_by_rule.items():
+        out[name] = _rule_summary(rule, passes)
+    return out
+
+
+def _labels(problems, kept, triples, votes, samples: int, min_votes: int, abstain) -> dict:
+    """One rule's consensus per problem: problem id -> (the winner or None, the reason)."""
+    return {
+        problem.problem_id: consensus(
+            problem,
+            [p for p in kept if p.problem_id == problem.problem_id],
+            [t for t in triples if t.problem_id == problem.problem_id],
+            votes,
+            samples,
+            min_votes=min_votes,
+            atol=problem.atol,
+            abstain=abstain,
+        )
+        for problem in problems
+    }
+
+
+def _winners_pass_hidden(found_by_rule: dict, problems, kept, executor: Executor) -> dict[str, bool]:
+    """Every winner of every rule on the hidden tests, in one sandbox batch: program id -> passes."""
     winners = sorted({f.program_id for rule in found_by_rule.values() for f, _ in rule.values() if f is not None})
     code = {p.program_id: p.code for p in kept}
     problem_of = {p.program_id: next(q for q in problems if q.problem_id == p.problem_id) for p in kept}
@@ -79,15 +97,31 @@ def score_round(round_dir: Path, executor: Executor, min_votes: int, samples: in
         spans[pid] = (problem, len(calls), len(calls) + len(batch))
         calls.extend(batch)
     results = executor.run_batch(calls) if calls else []
-    passes = {pid: passes_hidden(problem, results[lo:hi]) for pid, (problem, lo, hi) in spans.items()}
-    for name, rule in found_by_rule.items():
-        why = Counter(reason for found, reason in rule.values() if found is None)
-        won = {q: {"votes": f.votes, "total": f.total, "clusters": f.clusters, "runner_up": f.runner_up,
-                   "passes_hidden": passes[f.program_id]} for q, (f, _) in rule.items() if f is not None}  # fmt: skip
-        right = sum(w["passes_hidden"] for w in won.values())
-        out[name] = {"labels": len(won), "correct": right, "accuracy": round(right / len(won), 3) if won else None,
-                     "rejections": dict(why), "winners": won}  # fmt: skip
-    return out
+    return {pid: passes_hidden(problem, results[lo:hi]) for pid, (problem, lo, hi) in spans.items()}
+
+
+def _rule_summary(rule: dict, passes: dict[str, bool]) -> dict:
+    """One rule's labels, how many are right, why it abstained, and each winner."""
+    why = Counter(reason for found, reason in rule.values() if found is None)
+    won = {
+        q: {
+            "votes": f.votes,
+            "total": f.total,
+            "clusters": f.clusters,
+            "runner_up": f.runner_up,
+            "passes_hidden": passes[f.program_id],
+        }
+        for q, (f, _) in rule.items()
+        if f is not None
+    }
+    right = sum(w["passes_hidden"] for w in won.values())
+    return {
+        "labels": len(won),
+        "correct": right,
+        "accuracy": round(right / len(won), 3) if won else None,
+        "rejections": dict(why),
+        "winners": won,
+    }
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -104,8 +138,12 @@ def main(argv: list[str] | None = None) -> int:
     with Executor(ExecutorConfig()) as executor:
         results = [score_round(d, executor, args.min_votes, args.samples) for d in args.rounds]
     for r in results:
-        print(r["round_dir"], f"{r['problems']} problems",
-              *(f"{n}: {r[n]['correct']}/{r[n]['labels']} right, rejected {r[n]['rejections']}" for n in RULES), sep="\n  ")
+        print(
+            r["round_dir"],
+            f"{r['problems']} problems",
+            *(f"{n}: {r[n]['correct']}/{r[n]['labels']} right, rejected {r[n]['rejections']}" for n in RULES),
+            sep="\n  ",
+        )
     args.output.parent.mkdir(parents=True, exist_ok=True)
     write_json(args.output, {"min_votes": args.min_votes, "rounds": results})
     print(f"wrote {args.output}")

@@ -26,8 +26,11 @@ from pathlib import Path
 from unified.eval.experiments.record import REPO, write_json
 from unified.kinds import SELF_PLAY, SOLVE
 
-CONFIGS = {"free": ["pipeline.constrain=[]"], "self_play": [],
-           "all": ["pipeline.constrain=[induction,deduction,abduction,inputs,solve]"]}  # fmt: skip
+CONFIGS = {
+    "free": ["pipeline.constrain=[]"],
+    "self_play": [],
+    "all": ["pipeline.constrain=[induction,deduction,abduction,inputs,solve]"],
+}
 MIX = "pipeline.mix=[solve:0.7,deduction:0.1,abduction:0.1,induction:0.1]"
 KINDS = (*SELF_PLAY, SOLVE)  # the kinds the mix trains
 
@@ -35,9 +38,21 @@ KINDS = (*SELF_PLAY, SOLVE)  # the kinds the mix trains
 def run(name: str, ids: list[str], out: Path) -> None:
     if (out / "metrics.jsonl").exists():
         return
-    cmd = [sys.executable, str(REPO / "train_unified.py"), "--benchmark", "mbpp", "--rounds", "1", f"--output-dir={out}",
-           f"benchmark.problem_ids=[{','.join(ids)}]", f"benchmark.problems={len(ids)}", "trainer.eval_every=0",
-           "trainer.update_weights=false", MIX, *CONFIGS[name]]  # fmt: skip
+    cmd = [
+        sys.executable,
+        str(REPO / "train_unified.py"),
+        "--benchmark",
+        "mbpp",
+        "--rounds",
+        "1",
+        f"--output-dir={out}",
+        f"benchmark.problem_ids=[{','.join(ids)}]",
+        f"benchmark.problems={len(ids)}",
+        "trainer.eval_every=0",
+        "trainer.update_weights=false",
+        MIX,
+        *CONFIGS[name],
+    ]
     with open(out.parent / f"{name}.log", "a") as log:
         subprocess.run(cmd, cwd=REPO, stdout=log, stderr=subprocess.STDOUT, check=True)
 
@@ -54,15 +69,24 @@ def summarize(out: Path) -> dict:
         if mine.empty:
             continue
         spread = mine.groupby("task_id")["reward"].agg(lambda r: r.max() > r.min())
-        kinds[kind] = {"rollouts": len(mine), "parse_failure_rate": float(mine["parse_failure"].notna().mean()),
-                       "reasons": dict(Counter(mine["parse_failure"].dropna())), "groups": int(len(spread)),
-                       "groups_with_signal": int(spread.sum()), "mean_reward": float(mine["reward"].mean()),
-                       "completion_tokens": float(mine["num_tokens"].mean()),
-                       "finished": float((mine["finish_reason"] == "stop").mean())}  # fmt: skip
+        kinds[kind] = {
+            "rollouts": len(mine),
+            "parse_failure_rate": float(mine["parse_failure"].notna().mean()),
+            "reasons": dict(Counter(mine["parse_failure"].dropna())),
+            "groups": int(len(spread)),
+            "groups_with_signal": int(spread.sum()),
+            "mean_reward": float(mine["reward"].mean()),
+            "completion_tokens": float(mine["num_tokens"].mean()),
+            "finished": float((mine["finish_reason"] == "stop").mean()),
+        }
     inputs = rejected[rejected["stage"] == "input"]
     proposals = metrics.get("tasks/rejected/input/no_inputs", 0)
-    return {"kinds": kinds, "input_rejections": dict(Counter(inputs["reason"])), "no_inputs": proposals,
-            "time_round_s": metrics.get("time/round")}  # fmt: skip
+    return {
+        "kinds": kinds,
+        "input_rejections": dict(Counter(inputs["reason"])),
+        "no_inputs": proposals,
+        "time_round_s": metrics.get("time/round"),
+    }
 
 
 def main() -> int:
@@ -88,8 +112,10 @@ def main() -> int:
     print(f"{'config':10s} {'kind':10s} {'parse fail':>10s} {'signal':>8s} {'tokens':>7s}")
     for name, body in result["configs"].items():
         for kind, k in body["kinds"].items():
-            print(f"{name:10s} {kind:10s} {k['parse_failure_rate']:10.3f} {k['groups_with_signal']:>3d}/{k['groups']:<4d} "
-                  f"{k['completion_tokens']:7.1f}")  # fmt: skip
+            print(
+                f"{name:10s} {kind:10s} {k['parse_failure_rate']:10.3f} {k['groups_with_signal']:>3d}/{k['groups']:<4d} "
+                f"{k['completion_tokens']:7.1f}"
+            )
         print(f"{name:10s} inputs     rejected {body['input_rejections']}")
     print(f"-> {args.output}")
     return 0

@@ -55,15 +55,23 @@ def arm_block(result: dict) -> dict:
     gained = {str(s["seed"]): flips(result["per_problem_before"], s["per_problem_after"])[0] for s in seeds}
     tokens = generated_tokens(result)
     per_gain = {s: (tokens[s] / gained[s] if tokens.get(s) and gained[s] else None) for s in gained}
-    return {"cpu_kind": cpu_kind(result), "seeds": [s["seed"] for s in seeds], "control_pass_at_1": result["pass_at_1_before"],
-            "control_repeats": result.get("control_repeats"), "pass_at_1_after": result["pass_at_1_after"],
-            "gain": result["gain"], "gain_per_seed": result["gain_per_seed"],
-            "mcnemar_p_per_seed": [result["per_seed"][str(s["seed"])]["mcnemar_p"] for s in seeds],
-            "flips_gained": result["flips_gained"], "flips_lost": result["flips_lost"],
-            "distinct_gained": result.get("distinct_gained"), "generated_tokens": tokens or None,
-            "tokens_per_gained_problem": per_gain if tokens else None,
-            "signal_problems_any_round": result.get("signal_problems_any_round"),
-            "to_goal": {str(s["seed"]): to_goal(s, result["pass_at_1_before"]) for s in seeds}}  # fmt: skip
+    return {
+        "cpu_kind": cpu_kind(result),
+        "seeds": [s["seed"] for s in seeds],
+        "control_pass_at_1": result["pass_at_1_before"],
+        "control_repeats": result.get("control_repeats"),
+        "pass_at_1_after": result["pass_at_1_after"],
+        "gain": result["gain"],
+        "gain_per_seed": result["gain_per_seed"],
+        "mcnemar_p_per_seed": [result["per_seed"][str(s["seed"])]["mcnemar_p"] for s in seeds],
+        "flips_gained": result["flips_gained"],
+        "flips_lost": result["flips_lost"],
+        "distinct_gained": result.get("distinct_gained"),
+        "generated_tokens": tokens or None,
+        "tokens_per_gained_problem": per_gain if tokens else None,
+        "signal_problems_any_round": result.get("signal_problems_any_round"),
+        "to_goal": {str(s["seed"]): to_goal(s, result["pass_at_1_before"]) for s in seeds},
+    }
 
 
 GOAL_MARGIN = 0.10  # the issue's goal: control + 0.10 within 15 minutes of rounds on 2 cores
@@ -80,15 +88,21 @@ def to_goal(seed: dict, control: float, margin: float = GOAL_MARGIN) -> dict | N
     points = [(k, r.get("eval/pass@1")) for k, r in enumerate(rounds[1:], start=1)] + [(len(rounds), seed.get("pass_at_1_after"))]
     for trained, score in points:
         if score is not None and score >= control + margin - 1e-9:
-            return {"after_rounds": trained, "pass_at_1": score,
-                    "minutes": round(sum(r.get("time/round") or 0.0 for r in rounds[:trained]) / 60, 1)}  # fmt: skip
+            return {
+                "after_rounds": trained,
+                "pass_at_1": score,
+                "minutes": round(sum(r.get("time/round") or 0.0 for r in rounds[:trained]) / 60, 1),
+            }
     return None
 
 
 def generated_tokens(result: dict) -> dict:
     """seed -> generated tokens: the result's own key, else (older results) its rounds' metrics."""
-    return result.get("generated_tokens") or {str(s["seed"]): s["metrics_per_round"][-1].get("compute/generation_tokens")
-                                              for s in result["seeds"] if s.get("metrics_per_round")}  # fmt: skip
+    return result.get("generated_tokens") or {
+        str(s["seed"]): s["metrics_per_round"][-1].get("compute/generation_tokens")
+        for s in result["seeds"]
+        if s.get("metrics_per_round")
+    }
 
 
 def gain_difference(a: dict, b: dict) -> dict:
@@ -101,8 +115,12 @@ def gain_difference(a: dict, b: dict) -> dict:
         return float(np.mean([s["per_problem_after"][i] for s in r["seeds"]])) - r["per_problem_before"][i]
 
     diffs = [per_problem(a, i) - per_problem(b, i) for i in ids]
-    return {"kind": "difference of gains, each over its own CPU's control", "problems": len(ids),
-            "difference": float(np.mean(diffs)) if ids else 0.0, "ci95": list(_bootstrap(diffs, 10_000, 0, 0.95)) if ids else None}  # fmt: skip
+    return {
+        "kind": "difference of gains, each over its own CPU's control",
+        "problems": len(ids),
+        "difference": float(np.mean(diffs)) if ids else 0.0,
+        "ci95": list(_bootstrap(diffs, 10_000, 0, 0.95)) if ids else None,
+    }
 
 
 def compare(a: dict, b: dict) -> dict:
@@ -117,8 +135,10 @@ def compare(a: dict, b: dict) -> dict:
 
 def comparison(arms: Mapping[str, dict]) -> dict:
     """Every arm's block and every pair's comparison (`a_vs_b`: a minus b)."""
-    return {"arms": {name: arm_block(r) for name, r in arms.items()},
-            "pairs": {f"{x}_vs_{y}": compare(arms[x], arms[y]) for x, y in itertools.combinations(arms, 2)}}  # fmt: skip
+    return {
+        "arms": {name: arm_block(r) for name, r in arms.items()},
+        "pairs": {f"{x}_vs_{y}": compare(arms[x], arms[y]) for x, y in itertools.combinations(arms, 2)},
+    }
 
 
 def joined(parts: Sequence[tuple[str, dict]]) -> dict:
@@ -127,22 +147,32 @@ def joined(parts: Sequence[tuple[str, dict]]) -> dict:
     kinds = {cpu_kind(body) for _, body in parts} - {"unknown"}  # an older result records none
     for path, body in rest:
         if len(kinds) > 1 or body["per_problem_before"] != first["per_problem_before"]:
-            raise UserError(f"{path} and {first_path} ran against different controls (CPU kind or control outcomes): "
-                            "join only seeds of one control")  # fmt: skip
+            raise UserError(
+                f"{path} and {first_path} ran against different controls (CPU kind or control outcomes): "
+                "join only seeds of one control"
+            )
     seeds = [s for _, body in parts for s in body["seeds"]]
     ids = [s["seed"] for s in seeds]
     if len(set(ids)) != len(ids):
-        raise UserError(f"seed {sorted(i for i in ids if ids.count(i) > 1)[0]} appears in two of {[p for p, _ in parts]}: join distinct seeds")
+        raise UserError(
+            f"seed {sorted(i for i in ids if ids.count(i) > 1)[0]} appears in two of {[p for p, _ in parts]}: join distinct seeds"
+        )
     noisy = sorted({i for _, body in parts for i in body.get("noisy_problems") or []})
     stats = summary(first["per_problem_before"], {s["seed"]: s["per_problem_after"] for s in seeds}, noisy)
     stats["per_seed"] = {str(k): v for k, v in stats["per_seed"].items()}
     merged = lambda key: {k: v for _, body in parts for k, v in (body.get(key) or {}).items()} or None  # noqa: E731
     gained = {i for s in seeds for i in flipped(first["per_problem_before"], s["per_problem_after"])[0] if i not in noisy}
-    return {**first, **stats, "seeds": seeds, "pass_at_1_after": float(np.mean([s["pass_at_1_after"] for s in seeds])),
-            "generated_tokens": {k: v for _, body in parts for k, v in generated_tokens(body).items()} or None,
-            "signal_problems_any_round": merged("signal_problems_any_round"),
-            "distinct_gained": len(gained), "joined_from": [p for p, _ in parts],
-            **({"cpu_kind": kinds.pop()} if len(kinds) == 1 else {})}  # fmt: skip
+    return {
+        **first,
+        **stats,
+        "seeds": seeds,
+        "pass_at_1_after": float(np.mean([s["pass_at_1_after"] for s in seeds])),
+        "generated_tokens": {k: v for _, body in parts for k, v in generated_tokens(body).items()} or None,
+        "signal_problems_any_round": merged("signal_problems_any_round"),
+        "distinct_gained": len(gained),
+        "joined_from": [p for p, _ in parts],
+        **({"cpu_kind": kinds.pop()} if len(kinds) == 1 else {}),
+    }
 
 
 def _load(spec: str) -> tuple[str, dict]:
@@ -168,8 +198,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("arms", nargs="+", metavar="NAME=RESULT.json")
     p.add_argument("--output", required=True, help="where the comparison JSON goes")
     p.add_argument("--note", default=None, help="a sentence kept in the JSON")
-    p.add_argument("--cpu", action="append", default=[], metavar="NAME=KIND",
-                   help="the CPU kind of an arm whose result predates settings.cpu (e.g. mix=\"Intel Xeon (AMX)\")")
+    p.add_argument(
+        "--cpu",
+        action="append",
+        default=[],
+        metavar="NAME=KIND",
+        help='the CPU kind of an arm whose result predates settings.cpu (e.g. mix="Intel Xeon (AMX)")',
+    )
     args = p.parse_args(list(sys.argv[1:] if argv is None else argv))
     arms = dict(_load(spec) for spec in args.arms)
     for spec in args.cpu:
@@ -181,8 +216,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         arms[name] = {**arms[name], "cpu_kind": kind}
     if len(arms) < 2:
         raise UserError("give at least two arms (NAME=RESULT.json NAME=RESULT.json)")
-    body = {**comparison(arms), "sources": {n: s.partition("=")[2] for n, s in zip(arms, args.arms)},
-            "date": datetime.date.today().isoformat(), "note": args.note}  # fmt: skip
+    body = {
+        **comparison(arms),
+        "sources": {n: s.partition("=")[2] for n, s in zip(arms, args.arms)},
+        "date": datetime.date.today().isoformat(),
+        "note": args.note,
+    }
     write_json(args.output, body)  # stamped: settings.commit, settings.cpu
     for pair, c in body["pairs"].items():
         print(f"{pair}: {c['kind']}: difference {c['difference']:+.3f}, 95% interval {c['ci95']}")

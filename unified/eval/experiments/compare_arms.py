@@ -23,8 +23,19 @@ from unified.errors import ArgumentParser, UserError
 from unified.eval.experiments.record import write_json
 from unified.eval.gain_stats import versus
 
-ARM_KEYS = ("pass_at_1_before", "pass_at_1_after", "gain", "gain_per_seed", "flips_gained", "flips_lost", "mcnemar_p",
-            "ci95", "sampled_pass_at_1_before", "sampled_pass_at_1_after", "gain_split")  # fmt: skip
+ARM_KEYS = (
+    "pass_at_1_before",
+    "pass_at_1_after",
+    "gain",
+    "gain_per_seed",
+    "flips_gained",
+    "flips_lost",
+    "mcnemar_p",
+    "ci95",
+    "sampled_pass_at_1_before",
+    "sampled_pass_at_1_after",
+    "gain_split",
+)
 
 
 def load(path: Path) -> dict:
@@ -35,7 +46,9 @@ def load(path: Path) -> dict:
     except ValueError:
         raise UserError(f"{path} is not JSON; pass a result written by unified/eval/experiments/gain.py") from None
     if not isinstance(body, dict) or "seeds" not in body or "per_problem_before" not in body:
-        raise UserError(f"{path} has no 'seeds' or 'per_problem_before'; pass a result written by unified/eval/experiments/gain.py")
+        raise UserError(
+            f"{path} has no 'seeds' or 'per_problem_before'; pass a result written by unified/eval/experiments/gain.py"
+        )
     return body
 
 
@@ -57,9 +70,12 @@ def round_cost(result: dict) -> dict:
     rounds = sum(len(rows) for rows in runs)
     tokens = [rows[-1].get("compute/generation_tokens") for rows in runs]
     seconds = [r["time/round"] for rows in runs for r in rows if r.get("time/round") is not None]
-    return {"rounds": rounds, "generation_tokens": sum(tokens) / rounds if rounds and None not in tokens else None,
-            "seconds": sum(seconds) / len(seconds) if seconds else None,
-            "seconds_per_round": [[r.get("time/round") for r in rows] for rows in runs]}  # fmt: skip
+    return {
+        "rounds": rounds,
+        "generation_tokens": sum(tokens) / rounds if rounds and None not in tokens else None,
+        "seconds": sum(seconds) / len(seconds) if seconds else None,
+        "seconds_per_round": [[r.get("time/round") for r in rows] for rows in runs],
+    }
 
 
 def compare(a: dict, b: dict, names: tuple[str, str], note: str = "") -> dict:
@@ -68,17 +84,28 @@ def compare(a: dict, b: dict, names: tuple[str, str], note: str = "") -> dict:
     noisy = sorted(set(a.get("noisy_problems", [])) | set(b.get("noisy_problems", [])))
     vs = versus(*after, noisy=noisy)
     vs[f"only_{names[0]}"], vs[f"only_{names[1]}"] = vs["only_a"], vs["only_b"]
-    arms = {name: {**{k: arm.get(k) for k in ARM_KEYS}, "overrides": arm.get("settings", {}).get("overrides"),
-                   "round_cost": round_cost(arm)} for name, arm in zip(names, (a, b))}  # fmt: skip
+    arms = {
+        name: {
+            **{k: arm.get(k) for k in ARM_KEYS},
+            "overrides": arm.get("settings", {}).get("overrides"),
+            "round_cost": round_cost(arm),
+        }
+        for name, arm in zip(names, (a, b))
+    }
     ca, cb = (arms[n]["round_cost"]["seconds"] for n in names)
     return {
-        "benchmark": a["benchmark"], "problems": a["problems"], "arms": arms, "versus": vs,
-        "a": names[0], "b": names[1], "round_time_ratio": ca / cb if ca and cb else None,
+        "benchmark": a["benchmark"],
+        "problems": a["problems"],
+        "arms": arms,
+        "versus": vs,
+        "a": names[0],
+        "b": names[1],
+        "round_time_ratio": ca / cb if ca and cb else None,
         "metric": "greedy pass@1 on the hidden tests; `versus.difference` = pass@1 of a minus b, mean over shared seeds",
         "timing": "round seconds as the runs logged them: a timing only where the machine was idle for both (see `note`)",
         "note": note,
         "date": datetime.date.today().isoformat(),
-    }  # fmt: skip
+    }
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -94,10 +121,12 @@ def main(argv: list[str] | None = None) -> int:
         raise UserError(f"--names needs two different names, got {args.names!r}: e.g. --names mix,solo")
     out = compare(load(args.a), load(args.b), names, args.note)
     v = out["versus"]
-    print(f"{names[0]} - {names[1]}: {v['difference']:+.3f} greedy pass@1 (seeds {v['seeds']}, per seed "
-          f"{[round(d, 3) for d in v['difference_per_seed']]}) | only {names[0]} {v['only_a']}, only {names[1]} "
-          f"{v['only_b']} | McNemar p per seed {[round(x, 3) for x in v['mcnemar_p_per_seed']]} | 95% CI "
-          f"[{v['ci95'][0]:+.3f}, {v['ci95'][1]:+.3f}]")  # fmt: skip
+    print(
+        f"{names[0]} - {names[1]}: {v['difference']:+.3f} greedy pass@1 (seeds {v['seeds']}, per seed "
+        f"{[round(d, 3) for d in v['difference_per_seed']]}) | only {names[0]} {v['only_a']}, only {names[1]} "
+        f"{v['only_b']} | McNemar p per seed {[round(x, 3) for x in v['mcnemar_p_per_seed']]} | 95% CI "
+        f"[{v['ci95'][0]:+.3f}, {v['ci95'][1]:+.3f}]"
+    )
     if args.output:
         args.output.parent.mkdir(parents=True, exist_ok=True)
         write_json(args.output, out)

@@ -43,16 +43,25 @@ def check(samples: Path, benchmark: str, work: Path) -> dict:
     copy = work / "samples.jsonl"
     copy.write_text("".join(json.dumps({"task_id": t, "solution": r["solution"]}) + "\n" for t, r in ours.items()))
     env = {**os.environ, variable: str(work / "dataset.jsonl")}
-    subprocess.run([sys.executable, "-m", "evalplus.evaluate", benchmark, "--samples", str(copy), "--parallel", "2",
-                    "--i_just_wanna_run"], env=env, check=True, cwd=work)  # fmt: skip
+    subprocess.run(
+        [sys.executable, "-m", "evalplus.evaluate", benchmark, "--samples", str(copy), "--parallel", "2", "--i_just_wanna_run"],
+        env=env,
+        check=True,
+        cwd=work,
+    )
     [results] = list(work.glob("*eval_results.json"))
     verdicts = json.loads(results.read_text())["eval"]
     theirs = {t: float(all(x["base_status"] == "pass" and x["plus_status"] == "pass" for x in v)) for t, v in verdicts.items()}
     differ = sorted(t for t in ours if float(ours[t].get("passed_evalplus", -1)) != theirs[t])
-    return {"samples": str(samples), "benchmark": benchmark, "problems": len(ours),
-            "pass_at_1_evalplus_ours": sum(float(r.get("passed_evalplus", 0)) for r in ours.values()) / len(ours),
-            "pass_at_1_evalplus_theirs": sum(theirs.values()) / len(theirs), "differ": differ,
-            "evalplus": "evalplus.evaluate " + __import__("evalplus").__version__}  # fmt: skip
+    return {
+        "samples": str(samples),
+        "benchmark": benchmark,
+        "problems": len(ours),
+        "pass_at_1_evalplus_ours": sum(float(r.get("passed_evalplus", 0)) for r in ours.values()) / len(ours),
+        "pass_at_1_evalplus_theirs": sum(theirs.values()) / len(theirs),
+        "differ": differ,
+        "evalplus": "evalplus.evaluate " + __import__("evalplus").__version__,
+    }
 
 
 def main() -> None:
@@ -63,8 +72,10 @@ def main() -> None:
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         result = check(args.samples.resolve(), args.benchmark, Path(tmp))
-    print(f"{result['problems']} problems: ours {result['pass_at_1_evalplus_ours']:.3f}, evalplus.evaluate "
-          f"{result['pass_at_1_evalplus_theirs']:.3f}, differ on {len(result['differ'])}: {result['differ']}")
+    print(
+        f"{result['problems']} problems: ours {result['pass_at_1_evalplus_ours']:.3f}, evalplus.evaluate "
+        f"{result['pass_at_1_evalplus_theirs']:.3f}, differ on {len(result['differ'])}: {result['differ']}"
+    )
     if args.output:
         write_json(args.output, result)
 

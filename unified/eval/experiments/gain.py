@@ -64,8 +64,7 @@ def _note_machine(path: Path, job: str) -> None:
     """One line per job launched in a folder: the CPU and commit it ran on (a resumed run may
     continue on another machine; results compare only within one CPU kind)."""
     with open(path, "a") as f:
-        f.write(json.dumps({"job": job, "date": settings()["date"], "cpu": cpu_info(),
-                            "commit": git_commit(REPO)}) + "\n")  # fmt: skip
+        f.write(json.dumps({"job": job, "date": settings()["date"], "cpu": cpu_info(), "commit": git_commit(REPO)}) + "\n")
 
 
 def machines(folder: Path) -> list[str]:
@@ -75,16 +74,42 @@ def machines(folder: Path) -> list[str]:
 
 def evaluate_cmd(args, ids: list[str], model: str, out: Path, n: int | None = None) -> list[str]:
     pids = [a for i in ids for a in ("--problem-id", i)]
-    return [sys.executable, "-m", "unified.eval", "--benchmark", args.benchmark, "--model", model, *pids,
-            "--n", str(args.n if n is None else n), "--temperature", str(args.temperature), "--output", str(out),
-            "--resume"]  # fmt: skip
+    return [
+        sys.executable,
+        "-m",
+        "unified.eval",
+        "--benchmark",
+        args.benchmark,
+        "--model",
+        model,
+        *pids,
+        "--n",
+        str(args.n if n is None else n),
+        "--temperature",
+        str(args.temperature),
+        "--output",
+        str(out),
+        "--resume",
+    ]
 
 
 def train_cmd(args, ids: list[str], seed: int, out: Path, overrides: list[str]) -> list[str]:
-    return [sys.executable, str(REPO / "train_unified.py"), "--benchmark", args.benchmark, f"--rounds={args.rounds}",
-            f"--output-dir={out}", "--resume", "auto", f"model={args.model}", f"benchmark.problem_ids=[{','.join(ids)}]",
-            f"benchmark.problems={len(ids)}", f"seed={seed}",
-            *([] if any(o.startswith("trainer.eval_every=") for o in overrides) else ["trainer.eval_every=0"]), *overrides]  # fmt: skip
+    return [
+        sys.executable,
+        str(REPO / "train_unified.py"),
+        "--benchmark",
+        args.benchmark,
+        f"--rounds={args.rounds}",
+        f"--output-dir={out}",
+        "--resume",
+        "auto",
+        f"model={args.model}",
+        f"benchmark.problem_ids=[{','.join(ids)}]",
+        f"benchmark.problems={len(ids)}",
+        f"seed={seed}",
+        *([] if any(o.startswith("trainer.eval_every=") for o in overrides) else ["trainer.eval_every=0"]),
+        *overrides,
+    ]
 
 
 def _done(out: Path) -> bool:
@@ -109,13 +134,16 @@ def run_all(args, ids, base: Path, overrides: list[str]) -> int:
             if _run(evaluate_cmd(args, ids, args.model, base / name, n), base / f"{name}.log", env).wait() != 0:
                 return _fail(name, base / f"{name}.log")
     jobs = [(s, base / f"seed{s}") for s in args.seeds]
-    for batch in ([jobs] if args.parallel else [[j] for j in jobs]):
+    for batch in [jobs] if args.parallel else [[j] for j in jobs]:
         procs = [(s, d, _run(train_cmd(args, ids, s, d / "run", overrides), d / "train.log", env)) for s, d in batch]
         for s, d, proc in procs:
             if proc.wait() != 0:
                 return _fail(f"seed {s} training", d / "train.log")
-        procs = [(s, d, _run(evaluate_cmd(args, ids, str(d / "run" / "checkpoints"), d / "after"), d / "after.log", env))
-                 for s, d in batch if not _done(d / "after")]  # fmt: skip
+        procs = [
+            (s, d, _run(evaluate_cmd(args, ids, str(d / "run" / "checkpoints"), d / "after"), d / "after.log", env))
+            for s, d in batch
+            if not _done(d / "after")
+        ]
         for s, d, proc in procs:
             if proc.wait() != 0:
                 return _fail(f"seed {s} evaluation", d / "after.log")
@@ -129,7 +157,10 @@ def run_select(args, ids, base: Path, env: dict) -> int:
     if not args.select_visible:
         return 0
     jobs = [(args.model, base / "select_control", args.select_visible)]
-    jobs += [(str(base / f"seed{s}" / "run" / "checkpoints"), base / f"seed{s}" / "select_after", args.select_visible) for s in args.seeds]
+    jobs += [
+        (str(base / f"seed{s}" / "run" / "checkpoints"), base / f"seed{s}" / "select_after", args.select_visible)
+        for s in args.seeds
+    ]
     budget = baseline_samples(_per_round(base / f"seed{args.seeds[0]}" / "run"), len(ids), args.select_visible)
     jobs += [(args.model, base / "sample_filter", budget)] if budget else []
     for model, out, n in jobs:
@@ -147,7 +178,10 @@ def with_plan(args, ids: list[str], base: Path, result: dict) -> dict:
     out.update(planned(out, _json(base / "sample_filter" / "eval_results.json"), {s: a for s, a in afters.items() if a}))
     if out["select_visible"] is not None:  # the trained models' figure is the mean over seeds; seed 0's flips stay
         block = out["select_visible"]
-        block.update(seed0_pass_at_1_after=block["pass_at_1_after"], pass_at_1_after=out["sample_filter_baseline"]["trained_select_visible_n8"])
+        block.update(
+            seed0_pass_at_1_after=block["pass_at_1_after"],
+            pass_at_1_after=out["sample_filter_baseline"]["trained_select_visible_n8"],
+        )
     return out
 
 
@@ -156,13 +190,19 @@ def frozen_recipe(split: str, commit: str | None) -> str | None:
     from (the recipe was frozen before the confirm run started)."""
     if commit is None:
         if split == "confirm":
-            raise SystemExit("--split confirm needs --recipe-commit SHA: freeze the recipe in a commit first, then run "
-                             "the confirm split once with that commit")  # fmt: skip
+            raise SystemExit(
+                "--split confirm needs --recipe-commit SHA: freeze the recipe in a commit first, then run "
+                "the confirm split once with that commit"
+            )
         return None
     full = subprocess.run(["git", "rev-parse", "--verify", f"{commit}^{{commit}}"], cwd=REPO, capture_output=True, text=True)
-    if full.returncode != 0 or subprocess.run(["git", "merge-base", "--is-ancestor", full.stdout.strip(), "HEAD"],
-                                              cwd=REPO).returncode != 0:  # fmt: skip
-        raise SystemExit(f"--recipe-commit {commit}: not a commit the running code descends from; give the commit that froze the recipe")
+    if (
+        full.returncode != 0
+        or subprocess.run(["git", "merge-base", "--is-ancestor", full.stdout.strip(), "HEAD"], cwd=REPO).returncode != 0
+    ):
+        raise SystemExit(
+            f"--recipe-commit {commit}: not a commit the running code descends from; give the commit that froze the recipe"
+        )
     return full.stdout.strip()
 
 
@@ -175,14 +215,24 @@ def select_block(args, ids: list[str], base: Path) -> dict | None:
     key = "per_problem_select_visible"
     before, mine = {i: control[key].get(i) for i in ids}, {i: after[key].get(i) for i in ids}
     stats = summary(before, {args.seeds[0]: mine}, [])
-    return {"n": args.select_visible, "seed": args.seeds[0], "control_pass_at_1": control.get("pass@1_select_visible"),
-            "pass_at_1_after": after.get("pass@1_select_visible"), "control_greedy_pass_at_1": control.get("pass@1"),
-            "greedy_pass_at_1_after": after.get("pass@1"), "filter_passed_control": control["select_visible"]["filter_passed"],
-            "filter_passed_after": after["select_visible"]["filter_passed"], "per_seed": stats.get("per_seed"),
-            "flips_gained": stats.get("flips_gained"), "flips_lost": stats.get("flips_lost"), "mcnemar_p": stats.get("mcnemar_p"),
-            "per_problem_control": before, "per_problem_after": mine,
-            "rule": "per problem, the first of n samples (T as sampled pass@k) that passes the visible examples; "
-                    "the greedy answer where none does; scored on the hidden tests"}  # fmt: skip
+    return {
+        "n": args.select_visible,
+        "seed": args.seeds[0],
+        "control_pass_at_1": control.get("pass@1_select_visible"),
+        "pass_at_1_after": after.get("pass@1_select_visible"),
+        "control_greedy_pass_at_1": control.get("pass@1"),
+        "greedy_pass_at_1_after": after.get("pass@1"),
+        "filter_passed_control": control["select_visible"]["filter_passed"],
+        "filter_passed_after": after["select_visible"]["filter_passed"],
+        "per_seed": stats.get("per_seed"),
+        "flips_gained": stats.get("flips_gained"),
+        "flips_lost": stats.get("flips_lost"),
+        "mcnemar_p": stats.get("mcnemar_p"),
+        "per_problem_control": before,
+        "per_problem_after": mine,
+        "rule": "per problem, the first of n samples (T as sampled pass@k) that passes the visible examples; "
+        "the greedy answer where none does; scored on the hidden tests",
+    }
 
 
 def control_dirs(args) -> list[str]:
@@ -201,8 +251,12 @@ def metric_block(ids: list[str], controls: list[dict], afters: dict[int, dict], 
     scored = [i for i in ids if reps[0].get(i) is not None]
     per_rep = [sum(bool(r.get(i)) for i in scored) / len(scored) for r in reps] if scored else []
     stats = summary(reps[0], mine, noisy) if mine else {"noisy_problems": sorted(noisy)}
-    return {"control_pass_at_1": per_rep[0] if per_rep else None, "control_pass_at_1_repeats": per_rep,
-            "control_repeats": len(reps), **stats}  # fmt: skip
+    return {
+        "control_pass_at_1": per_rep[0] if per_rep else None,
+        "control_pass_at_1_repeats": per_rep,
+        "control_repeats": len(reps),
+        **stats,
+    }
 
 
 def _fail(what: str, log: Path) -> int:
@@ -217,16 +271,33 @@ def collect(args, ids: list[str], base: Path, overrides: list[str]) -> dict:
     before = controls[0]
     seeds, after_json = _seeds(args, ids, base)
     hidden = metric_block(ids, controls, after_json, "per_problem")
-    record = Record(f"{args.benchmark}-{args.split}", args.benchmark, {i: before.get("per_problem", {}).get(i) for i in ids},
-                    tuple((x["seed"], x["per_problem_after"]) for x in seeds), tuple(hidden.get("noisy_problems", [])),
-                    rounds=args.rounds, settings=_settings(args, base, overrides))  # fmt: skip
+    record = Record(
+        f"{args.benchmark}-{args.split}",
+        args.benchmark,
+        {i: before.get("per_problem", {}).get(i) for i in ids},
+        tuple((x["seed"], x["per_problem_after"]) for x in seeds),
+        tuple(hidden.get("noisy_problems", [])),
+        rounds=args.rounds,
+        settings=_settings(args, base, overrides),
+    )
     _classify(seeds, record, before, after_json)
-    return {"benchmark": args.benchmark, "problems": ids, "rounds": args.rounds, "model_path": repo_relative(args.weights),
-            **_figures(record, seeds, before, _sample_rows(base)), **_discovery(record, seeds), "complete": len(seeds) == len(args.seeds),
-            "control_repeats": hidden.get("control_repeats", 1), "control_pass_at_1_repeats": hidden.get("control_pass_at_1_repeats", []),
-            "metric": {"pass_at_1_*": "hidden tests only (MBPP+: plus inputs; HumanEval: check's calls)",
-                       "evalplus": "EvalPlus's pass@1 of the same greedy samples (MBPP+: base + plus inputs)"},
-            "evalplus": metric_block(ids, controls, after_json, "per_problem_evalplus"), "settings": dict(record.settings)}  # fmt: skip
+    return {
+        "benchmark": args.benchmark,
+        "problems": ids,
+        "rounds": args.rounds,
+        "model_path": repo_relative(args.weights),
+        **_figures(record, seeds, before, _sample_rows(base)),
+        **_discovery(record, seeds),
+        "complete": len(seeds) == len(args.seeds),
+        "control_repeats": hidden.get("control_repeats", 1),
+        "control_pass_at_1_repeats": hidden.get("control_pass_at_1_repeats", []),
+        "metric": {
+            "pass_at_1_*": "hidden tests only (MBPP+: plus inputs; HumanEval: check's calls)",
+            "evalplus": "EvalPlus's pass@1 of the same greedy samples (MBPP+: base + plus inputs)",
+        },
+        "evalplus": metric_block(ids, controls, after_json, "per_problem_evalplus"),
+        "settings": dict(record.settings),
+    }
 
 
 def _seeds(args, ids: list[str], base: Path) -> tuple[list[dict], dict[int, dict]]:
@@ -237,10 +308,17 @@ def _seeds(args, ids: list[str], base: Path) -> tuple[list[dict], dict[int, dict
         if not after.get("complete"):
             continue
         after_json[s] = after
-        seeds.append({"seed": s, "pass_at_1_after": after.get("pass@1", after.get("pass_at_1")),
-                      "per_problem_after": {i: after["per_problem"].get(i) for i in ids},
-                      "sampled_pass_at_1_after": after.get("pass_at_k", {}).get("1"), "pass_at_k_after": after.get("pass_at_k", {}),
-                      "metrics_per_round": _per_round(base / f"seed{s}" / "run"), "cpu_kinds": machines(base / f"seed{s}")})  # fmt: skip
+        seeds.append(
+            {
+                "seed": s,
+                "pass_at_1_after": after.get("pass@1", after.get("pass_at_1")),
+                "per_problem_after": {i: after["per_problem"].get(i) for i in ids},
+                "sampled_pass_at_1_after": after.get("pass_at_k", {}).get("1"),
+                "pass_at_k_after": after.get("pass_at_k", {}),
+                "metrics_per_round": _per_round(base / f"seed{s}" / "run"),
+                "cpu_kinds": machines(base / f"seed{s}"),
+            }
+        )
     return seeds, after_json
 
 
@@ -258,19 +336,31 @@ def _figures(record: Record, seeds: list[dict], before: dict, rows: dict) -> dic
     control_pass = before.get("pass@1", before.get("pass_at_1"))
     sampled = [x["sampled_pass_at_1_after"] for x in seeds if x["sampled_pass_at_1_after"] is not None]
     headroom = sorted(i for i, v in record.control.items() if v == 0 and (rows.get(i, {}).get("correct") or 0) > 0)
-    return {"pass_at_1_before": control_pass, "pass_at_1_after": sum(x["pass_at_1_after"] for x in seeds) / len(seeds) if seeds else None,
-            "control_pass_at_1_after": control_pass, "gain": stats.get("gain"), "gain_per_seed": stats.get("gain_per_seed"), "seeds": seeds,
-            "gain_split": gain_split([x["flip_classes"] for x in seeds if x["flip_classes"]]),  # net problems: format / logic fixes
-            "per_seed": stats.get("per_seed"),  # each seed's own flips and McNemar p against the control
-            "flips_gained": stats.get("flips_gained"), "flips_lost": stats.get("flips_lost"), "mcnemar_p": stats.get("mcnemar_p"),
-            "ci95": stats.get("ci95"), "sampled_pass_at_1_before": before.get("pass_at_k", {}).get("1"),
-            "sampled_pass_at_1_after": sum(sampled) / len(sampled) if sampled else None,
-            "pass_at_k_before": before.get("pass_at_k", {}), "control_classes": before.get("classes"),
-            "control_classes_source": before.get("per_problem_class_source", "this run's control evaluation"),
-            "headroom": len(headroom), "headroom_problems": headroom, "per_problem_before": dict(record.control),
-            # the control repeated (greedy in bf16 depends on the batch): problems whose control differs between
-            # repeats are noise, left out of every figure above and listed here
-            "noisy_problems": list(record.noisy)}  # fmt: skip
+    return {
+        "pass_at_1_before": control_pass,
+        "pass_at_1_after": sum(x["pass_at_1_after"] for x in seeds) / len(seeds) if seeds else None,
+        "control_pass_at_1_after": control_pass,
+        "gain": stats.get("gain"),
+        "gain_per_seed": stats.get("gain_per_seed"),
+        "seeds": seeds,
+        "gain_split": gain_split([x["flip_classes"] for x in seeds if x["flip_classes"]]),  # net problems: format / logic fixes
+        "per_seed": stats.get("per_seed"),  # each seed's own flips and McNemar p against the control
+        "flips_gained": stats.get("flips_gained"),
+        "flips_lost": stats.get("flips_lost"),
+        "mcnemar_p": stats.get("mcnemar_p"),
+        "ci95": stats.get("ci95"),
+        "sampled_pass_at_1_before": before.get("pass_at_k", {}).get("1"),
+        "sampled_pass_at_1_after": sum(sampled) / len(sampled) if sampled else None,
+        "pass_at_k_before": before.get("pass_at_k", {}),
+        "control_classes": before.get("classes"),
+        "control_classes_source": before.get("per_problem_class_source", "this run's control evaluation"),
+        "headroom": len(headroom),
+        "headroom_problems": headroom,
+        "per_problem_before": dict(record.control),
+        # the control repeated (greedy in bf16 depends on the batch): problems whose control differs between
+        # repeats are noise, left out of every figure above and listed here
+        "noisy_problems": list(record.noisy),
+    }
 
 
 def _discovery(record: Record, seeds: list[dict]) -> dict:
@@ -283,10 +373,13 @@ def _discovery(record: Record, seeds: list[dict]) -> dict:
         seed["generated_tokens"] = rounds[-1].get("compute/generation_tokens") if rounds else None
     steady = {i: v for i, v in record.control.items() if i not in set(record.noisy)}
     gained = {s: flipped(steady, after)[0] for s, after in record.seeds}
-    return {"signal_problems": {str(x["seed"]): x["signal_problems"] for x in seeds},
-            "signal_problems_any_round": {str(x["seed"]): x["signal_problems_any_round"] for x in seeds},
-            "generated_tokens": {str(x["seed"]): x["generated_tokens"] for x in seeds},
-            "gained_problems": {str(s): g for s, g in gained.items()}, "distinct_gained": len({i for g in gained.values() for i in g})}  # fmt: skip
+    return {
+        "signal_problems": {str(x["seed"]): x["signal_problems"] for x in seeds},
+        "signal_problems_any_round": {str(x["seed"]): x["signal_problems_any_round"] for x in seeds},
+        "generated_tokens": {str(x["seed"]): x["generated_tokens"] for x in seeds},
+        "gained_problems": {str(s): g for s, g in gained.items()},
+        "distinct_gained": len({i for g in gained.values() for i in g}),
+    }
 
 
 def _sample_rows(base: Path) -> dict:
@@ -295,10 +388,18 @@ def _sample_rows(base: Path) -> dict:
 
 
 def _settings(args, base: Path, overrides: list[str]) -> dict:
-    return {"model": args.model, "split": args.split, "offset": args.offset, "split_seed": SPLIT_SEED,
-            "sampling": {"n": args.n, "temperature": args.temperature}, "overrides": overrides,
-            "train_config": _saved_config(base / f"seed{args.seeds[0]}" / "run"), "parallel": args.parallel,
-            **settings(), "control_cpu_kinds": machines(base)}  # fmt: skip
+    return {
+        "model": args.model,
+        "split": args.split,
+        "offset": args.offset,
+        "split_seed": SPLIT_SEED,
+        "sampling": {"n": args.n, "temperature": args.temperature},
+        "overrides": overrides,
+        "train_config": _saved_config(base / f"seed{args.seeds[0]}" / "run"),
+        "parallel": args.parallel,
+        **settings(),
+        "control_cpu_kinds": machines(base),
+    }
 
 
 def attach(result: dict, curve: dict | None = None, transfer: dict | None = None) -> dict:
@@ -311,19 +412,31 @@ def attach(result: dict, curve: dict | None = None, transfer: dict | None = None
         if not curve.get("curve"):
             raise SystemExit("--curve: no `curve` points in that file; give the JSON unified/eval/experiments/curve.py wrote")
         if curve.get("problems") is not None and list(curve["problems"]) != list(result["problems"]):
-            raise SystemExit("--curve: the curve evaluated other problems than this result's; rerun unified/eval/experiments/curve.py "
-                             "with --problems-from this result")  # fmt: skip
+            raise SystemExit(
+                "--curve: the curve evaluated other problems than this result's; rerun unified/eval/experiments/curve.py "
+                "with --problems-from this result"
+            )
         if max(p["round"] for p in curve["curve"]) != result["rounds"]:
-            raise SystemExit(f"--curve: the curve ends at round {max(p['round'] for p in curve['curve'])}, this result "
-                             f"trained {result['rounds']} rounds; curve the run these seeds trained")  # fmt: skip
-        out.update(curve=curve["curve"], curve_saturation=curve.get("saturation"), curve_run=repo_relative(curve["run"]) if curve.get("run") else None)
+            raise SystemExit(
+                f"--curve: the curve ends at round {max(p['round'] for p in curve['curve'])}, this result "
+                f"trained {result['rounds']} rounds; curve the run these seeds trained"
+            )
+        out.update(
+            curve=curve["curve"],
+            curve_saturation=curve.get("saturation"),
+            curve_run=repo_relative(curve["run"]) if curve.get("run") else None,
+        )
     if transfer is not None:
         block = transfer.get("transfer")
         if not block:
-            raise SystemExit("--transfer: no `transfer` block in that file; give the JSON unified/eval/experiments/transfer.py wrote")
+            raise SystemExit(
+                "--transfer: no `transfer` block in that file; give the JSON unified/eval/experiments/transfer.py wrote"
+            )
         if sorted(transfer.get("trained_on", [])) != sorted(result["problems"]):
-            raise SystemExit("--transfer: that transfer was measured from weights trained on other problems; "
-                             "rerun unified/eval/experiments/transfer.py on this result")  # fmt: skip
+            raise SystemExit(
+                "--transfer: that transfer was measured from weights trained on other problems; "
+                "rerun unified/eval/experiments/transfer.py on this result"
+            )
         out["transfer"] = block
     return out
 
@@ -338,12 +451,39 @@ def _saved_config(run: Path) -> dict:
 
 
 def _per_round(run: Path) -> list[dict]:
-    keep = ("round", "reward/mean", "reward/solve", "train/groups", "train/groups_used", "train/steps", "train/grad_norm",
-            "losses/total", "reward/parse_failure_rate", "time/round", "train/recomputed", "compute/generation_tokens",
-            "compute/update_tokens", "tasks/found_problems", "tasks/found_total", "tasks/samples_phase_1",
-            "train/replayed_groups", "train/supervised", "selective/signal", "eval/pass@1", "time/phase_1_4",
-            "time/phase_5", "time/consolidation")  # fmt: skip
-    prefixes = ("consolidation/", "agreement/", "reward/parse_failure_rate_", "tasks/signal_", "tasks/groups_", "reward/")  # per kind, and the labels' quality
+    keep = (
+        "round",
+        "reward/mean",
+        "reward/solve",
+        "train/groups",
+        "train/groups_used",
+        "train/steps",
+        "train/grad_norm",
+        "losses/total",
+        "reward/parse_failure_rate",
+        "time/round",
+        "train/recomputed",
+        "compute/generation_tokens",
+        "compute/update_tokens",
+        "tasks/found_problems",
+        "tasks/found_total",
+        "tasks/samples_phase_1",
+        "train/replayed_groups",
+        "train/supervised",
+        "selective/signal",
+        "eval/pass@1",
+        "time/phase_1_4",
+        "time/phase_5",
+        "time/consolidation",
+    )
+    prefixes = (
+        "consolidation/",
+        "agreement/",
+        "reward/parse_failure_rate_",
+        "tasks/signal_",
+        "tasks/groups_",
+        "reward/",
+    )  # per kind, and the labels' quality
     return [{k: v for k, v in row.items() if k in keep or k.startswith(prefixes)} for row in read_jsonl(run / "metrics.jsonl")]
 
 
@@ -358,14 +498,26 @@ def write_weights(args, base: Path) -> None:
     if ckpt is not None and not is_compact(args.weights):
         budget = OmegaConf.select(OmegaConf.load(ckpt / "config.yaml"), "pipeline.program_max_tokens")
         if (ckpt / "adapter").is_dir():  # LoRA: the adapter is the compact form
-            write_compact_adapter(ckpt / "adapter", args.model, resolve_model_path(args.model), args.weights,
-                                  program_max_tokens=budget, checkpoint=ckpt.name)  # fmt: skip
+            write_compact_adapter(
+                ckpt / "adapter",
+                args.model,
+                resolve_model_path(args.model),
+                args.weights,
+                program_max_tokens=budget,
+                checkpoint=ckpt.name,
+            )
         else:
-            write_compact(ckpt / "model", args.model, resolve_model_path(args.model), args.weights, program_max_tokens=budget,
-                          checkpoint=ckpt.name)  # fmt: skip
+            write_compact(
+                ckpt / "model",
+                args.model,
+                resolve_model_path(args.model),
+                args.weights,
+                program_max_tokens=budget,
+                checkpoint=ckpt.name,
+            )
 
 
-def main() -> int:
+def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--benchmark", choices=("mbpp", "humaneval"), default="mbpp")
     p.add_argument("--model", default="smollm2")
@@ -373,28 +525,57 @@ def main() -> int:
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--seeds", default="0,1", help="training seeds, comma separated")
     p.add_argument("--split", choices=("tune", "report", "confirm", "no_example"), default="report")
-    p.add_argument("--recipe-commit", default=None, help="--split confirm: the commit that froze the recipe (an ancestor of HEAD)")
+    p.add_argument(
+        "--recipe-commit", default=None, help="--split confirm: the commit that froze the recipe (an ancestor of HEAD)"
+    )
     p.add_argument("--offset", type=int, default=0, help="skip the split's first problems")
     p.add_argument("--n", type=int, default=16, help="samples per problem for pass@k before and after")
     p.add_argument("--temperature", type=float, default=1.0, help="their temperature")
     p.add_argument("--parallel", action="store_true", help="train all seeds at once (one thread each)")
-    p.add_argument("--control-repeats", type=int, default=3,
-                   help="evaluations of the base model; problems whose greedy outcome differs between them are noise")
-    p.add_argument("--select-visible", type=int, default=0, metavar="N",
-                   help="also evaluate the control and seed 0 with --n N --select visible (filtered pass@1: `select_visible`)")
+    p.add_argument(
+        "--control-repeats",
+        type=int,
+        default=3,
+        help="evaluations of the base model; problems whose greedy outcome differs between them are noise",
+    )
+    p.add_argument(
+        "--select-visible",
+        type=int,
+        default=0,
+        metavar="N",
+        help="also evaluate the control and seed 0 with --n N --select visible (filtered pass@1: `select_visible`)",
+    )
     p.add_argument("--collect", action="store_true", help="only rebuild the JSON from the run folders")
     # the run folders and result names keep the script's old name: committed results and resumed runs use them
     p.add_argument("--runs-dir", default=str(REPO / "logs" / "bench" / "test_time_gain"))
     p.add_argument("--output", default=None, help="default logs/bench/test_time_gain[_humaneval].json")
     p.add_argument("--weights", default=None, help="seed 0's compact weights (default docs/results/weights/<benchmark>-seed0)")
-    p.add_argument("--curve", type=Path, default=None, help="a unified/eval/experiments/curve.py JSON of one of these seeds: kept as `curve`")
-    p.add_argument("--transfer", type=Path, default=None, help="a unified/eval/experiments/transfer.py JSON of these weights: kept as `transfer`")
+    p.add_argument(
+        "--curve", type=Path, default=None, help="a unified/eval/experiments/curve.py JSON of one of these seeds: kept as `curve`"
+    )
+    p.add_argument(
+        "--transfer",
+        type=Path,
+        default=None,
+        help="a unified/eval/experiments/transfer.py JSON of these weights: kept as `transfer`",
+    )
+    return p
+
+
+def _parse_args() -> tuple[argparse.Namespace, list[str]]:
+    """The flags (seeds as ints, the recipe's commit checked, the weights' folder filled in) and the key=value overrides."""
+    p = _parser()
     args, overrides = p.parse_known_args()
     if [o for o in overrides if "=" not in o]:
         p.error(f"unknown argument(s) {[o for o in overrides if '=' not in o]}: extra arguments must be key=value overrides")
     args.seeds = [int(s) for s in args.seeds.split(",")]
     args.recipe_commit = frozen_recipe(args.split, args.recipe_commit)
     args.weights = args.weights or str(REPO / "docs" / "results" / "weights" / f"{args.benchmark}-seed{args.seeds[0]}")
+    return args, overrides
+
+
+def main() -> int:
+    args, overrides = _parse_args()
     ids = split_ids(args.split, args.benchmark)[args.offset : args.offset + args.problems]
     base = Path(args.runs_dir) / f"{args.benchmark}-{args.split}-{args.offset}+{len(ids)}x{args.rounds}"
     if not args.collect and (code := run_all(args, ids, base, overrides)) != 0:
@@ -402,16 +583,21 @@ def main() -> int:
     if not args.collect and (code := run_select(args, ids, base, {**os.environ, "PYTHONUNBUFFERED": "1"})) != 0:
         return code
     write_weights(args, base)
-    result = attach(collect(args, ids, base, overrides), curve=_json(args.curve) if args.curve else None,
-                    transfer=_json(args.transfer) if args.transfer else None)  # fmt: skip
+    result = attach(
+        collect(args, ids, base, overrides),
+        curve=_json(args.curve) if args.curve else None,
+        transfer=_json(args.transfer) if args.transfer else None,
+    )
     result = with_plan(args, ids, base, result)
     suffix = "" if args.benchmark == "mbpp" else f"_{args.benchmark}"
     out = Path(args.output or REPO / "logs" / "bench" / f"test_time_gain{suffix}.json")
     Record.read(out.name, result).write(out, result)  # its figures recomputed from the outcomes, stamped
     f = lambda v: "n/a" if v is None else f"{v:.3f}"  # noqa: E731
-    print(f"greedy pass@1 control {f(result['control_pass_at_1_after'])} | after {f(result['pass_at_1_after'])} "
-          f"(seeds {result['gain_per_seed']}) | flips +{result['flips_gained']}/-{result['flips_lost']} | "
-          f"McNemar p {f(result['mcnemar_p'])} | 95% CI {result['ci95']} | headroom {result['headroom']} -> {out}")  # fmt: skip
+    print(
+        f"greedy pass@1 control {f(result['control_pass_at_1_after'])} | after {f(result['pass_at_1_after'])} "
+        f"(seeds {result['gain_per_seed']}) | flips +{result['flips_gained']}/-{result['flips_lost']} | "
+        f"McNemar p {f(result['mcnemar_p'])} | 95% CI {result['ci95']} | headroom {result['headroom']} -> {out}"
+    )
     return 0
 
 

@@ -38,8 +38,9 @@ def passing_indices(rows) -> dict[str, set[int]]:
     kept = rows[rows["rejection"].isna()]
     passing_code = {(p, c) for p, c in zip(kept["problem_id"], kept["code"])}
     out: dict[str, set[int]] = {}
-    for pid, prog, code, passed, why in zip(rows["problem_id"], rows["program_id"], rows["code"],
-                                            rows["rejection"].isna(), rows["rejection"]):  # fmt: skip
+    for pid, prog, code, passed, why in zip(
+        rows["problem_id"], rows["program_id"], rows["code"], rows["rejection"].isna(), rows["rejection"]
+    ):
         match = INDEX.search(str(prog))
         if match and (passed or (why == "duplicate" and (pid, code) in passing_code)):
             out.setdefault(pid, set()).add(int(match.group(1)))
@@ -51,9 +52,14 @@ def round_levers(passing: dict[str, set[int]], found_before: set[str], n: int, s
     each lever cost (`samples`: phase 1's; `samples_beyond_n`: what the budget added)."""
     found = {p for p, idx in passing.items() if idx}
     first_n = {p for p, idx in passing.items() if min(idx) < n}
-    return {"found": len(found), "found_in_first_n": len(first_n), "found_beyond_n": len(found - first_n),
-            "replay_eligible": sorted(found_before - found), "samples": samples,
-            "samples_beyond_n": max(0, samples - n * drawn)}  # fmt: skip
+    return {
+        "found": len(found),
+        "found_in_first_n": len(first_n),
+        "found_beyond_n": len(found - first_n),
+        "replay_eligible": sorted(found_before - found),
+        "samples": samples,
+        "samples_beyond_n": max(0, samples - n * drawn),
+    }
 
 
 def seed_levers(run: Path, n: int, control: dict, after: dict, noisy: set[str]) -> dict:
@@ -74,12 +80,19 @@ def seed_levers(run: Path, n: int, control: dict, after: dict, noisy: set[str]) 
     gained, lost = flipped({p: v for p, v in control.items() if p not in noisy}, after)
     how = {p: ("first_n" if p in first_n_any else "budget" if p in found_any else "none") for p in gained}
     samples = sum(r["samples"] for r in rounds)
-    return {"rounds": rounds, "samples": samples, "budget_sample_share": sum(r["samples_beyond_n"] for r in rounds) / max(1, samples),
-            "found_any_round": len(found_any), "found_first_n_any_round": len(first_n_any),
-            "found_only_by_budget": sorted(found_any - first_n_any), "gained": how, "lost": lost,
-            "gained_by": {c: sum(v == c for v in how.values()) for c in ("first_n", "budget", "none")},
-            "gained_replay_eligible": sorted(set(gained) & eligible_any),
-            "found_not_gained": len(found_any - set(gained) - {p for p, v in control.items() if v})}  # fmt: skip
+    return {
+        "rounds": rounds,
+        "samples": samples,
+        "budget_sample_share": sum(r["samples_beyond_n"] for r in rounds) / max(1, samples),
+        "found_any_round": len(found_any),
+        "found_first_n_any_round": len(first_n_any),
+        "found_only_by_budget": sorted(found_any - first_n_any),
+        "gained": how,
+        "lost": lost,
+        "gained_by": {c: sum(v == c for v in how.values()) for c in ("first_n", "budget", "none")},
+        "gained_replay_eligible": sorted(set(gained) & eligible_any),
+        "found_not_gained": len(found_any - set(gained) - {p for p, v in control.items() if v}),
+    }
 
 
 def levers(result: dict, runs_dir: Path, n: int) -> dict:
@@ -101,9 +114,11 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     body = levers(json.loads(Path(args.result).read_text()), Path(args.runs_dir), args.n)
     for seed, s in body["seeds"].items():
-        print(f"seed {seed}: found {s['found_any_round']} in some round, {s['found_first_n_any_round']} among the first "
-              f"{args.n} samples; gained {len(s['gained'])} {s['gained_by']}, replay eligible for "
-              f"{len(s['gained_replay_eligible'])}; found but never gained {s['found_not_gained']}")  # fmt: skip
+        print(
+            f"seed {seed}: found {s['found_any_round']} in some round, {s['found_first_n_any_round']} among the first "
+            f"{args.n} samples; gained {len(s['gained'])} {s['gained_by']}, replay eligible for "
+            f"{len(s['gained_replay_eligible'])}; found but never gained {s['found_not_gained']}"
+        )
     print(f"wrote {write_json(args.output, body)}")
     return 0
 

@@ -36,9 +36,15 @@ def consolidation(seeds: Sequence[dict]) -> dict:
     """seed -> one row per round that consolidated."""
     out = {}
     for seed in seeds:
-        rows = [{"round": r.get("round"), **{k: r.get(f"consolidation/{k}") for k in CONSOLIDATION_KEYS},
-                 "seconds": r.get("time/consolidation")} for r in seed.get("metrics_per_round", [])
-                if r.get("consolidation/targets") is not None]  # fmt: skip
+        rows = [
+            {
+                "round": r.get("round"),
+                **{k: r.get(f"consolidation/{k}") for k in CONSOLIDATION_KEYS},
+                "seconds": r.get("time/consolidation"),
+            }
+            for r in seed.get("metrics_per_round", [])
+            if r.get("consolidation/targets") is not None
+        ]
         out[str(seed["seed"])] = rows
     return out
 
@@ -68,11 +74,16 @@ def planned(result: dict, baseline: dict | None, select_after: dict[int, dict]) 
     afters = [s["per_problem_after"] for s in result["seeds"]]
     rounds = result["seeds"][0].get("metrics_per_round", []) if result["seeds"] else []
     trained = [v.get("pass@1_select_visible") for v in select_after.values() if v.get("complete")]
-    return {"permutation_p": permutation_p(control, afters, noisy) if afters else None,
-            "ci95_problems_seeds": list(problems_seeds_ci(control, afters, noisy)) if afters else None,
-            "consolidation": consolidation(result["seeds"]), "to_goal": goal(result["seeds"], result["pass_at_1_before"]),
-            "generated_tokens_per_gained_problem": tokens_per_gained(result),
-            "sample_filter_baseline": {"samples_per_problem": baseline_samples(rounds, len(result["problems"])),
-                                       "pass_at_1": (baseline or {}).get("pass@1_select_visible"),
-                                       "trained_select_visible_n8": sum(trained) / len(trained) if trained else None,
-                                       "trained_seeds": sorted(select_after)}}  # fmt: skip
+    return {
+        "permutation_p": permutation_p(control, afters, noisy) if afters else None,
+        "ci95_problems_seeds": list(problems_seeds_ci(control, afters, noisy)) if afters else None,
+        "consolidation": consolidation(result["seeds"]),
+        "to_goal": goal(result["seeds"], result["pass_at_1_before"]),
+        "generated_tokens_per_gained_problem": tokens_per_gained(result),
+        "sample_filter_baseline": {
+            "samples_per_problem": baseline_samples(rounds, len(result["problems"])),
+            "pass_at_1": (baseline or {}).get("pass@1_select_visible"),
+            "trained_select_visible_n8": sum(trained) / len(trained) if trained else None,
+            "trained_seeds": sorted(select_after),
+        },
+    }

@@ -70,8 +70,15 @@ class Record:
     def from_gain(cls, name: str, body: Mapping) -> Record:
         """A `gain` result (`test_time_gain*.json`): `per_problem_before`, `seeds[].per_problem_after`."""
         seeds = tuple((int(s["seed"]), dict(s.get("per_problem_after") or {})) for s in body.get("seeds") or [])
-        return cls(name, body.get("benchmark", "?"), dict(body.get("per_problem_before") or {}), seeds,
-                   tuple(body.get("noisy_problems") or ()), rounds=body.get("rounds"), settings=body.get("settings") or {})  # fmt: skip
+        return cls(
+            name,
+            body.get("benchmark", "?"),
+            dict(body.get("per_problem_before") or {}),
+            seeds,
+            tuple(body.get("noisy_problems") or ()),
+            rounds=body.get("rounds"),
+            settings=body.get("settings") or {},
+        )
 
     @classmethod
     def from_transfer(cls, name: str, body: Mapping) -> Record | None:
@@ -80,11 +87,18 @@ class Record:
         if not outcomes.get("control"):
             return None
         keys = sorted((k for k in outcomes if k.startswith("seed")), key=lambda k: (len(k), k))
-        seeds = tuple((int(k[len("seed"):] or 0), dict(outcomes[k])) for k in keys)
+        seeds = tuple((int(k[len("seed") :] or 0), dict(outcomes[k])) for k in keys)
         controls = [dict(c) for c in outcomes["control"]]
         benchmark = body.get("benchmark") or next(iter(controls[0]), "?/").split("/")[0].lower()  # Mbpp/2 -> mbpp
-        return cls(name, benchmark, controls[0], seeds, tuple(block.get("noisy_problems") or ()),
-                   tuple(controls[1:]), settings=body.get("settings") or {})  # fmt: skip
+        return cls(
+            name,
+            benchmark,
+            controls[0],
+            seeds,
+            tuple(block.get("noisy_problems") or ()),
+            tuple(controls[1:]),
+            settings=body.get("settings") or {},
+        )
 
     @classmethod
     def from_arms(cls, name: str, body: Mapping) -> Record | None:
@@ -94,8 +108,14 @@ class Record:
         if not rows or not all(isinstance(r, Mapping) and "control_after" in r for r in rows.values()):
             return None
         control = {i: r["control_after"] for i, r in rows.items()}
-        return cls(name, body.get("benchmark", "mbpp"), control, ((0, {i: r["after"] for i, r in rows.items()}),),
-                   rounds=body.get("rounds"), settings=body.get("settings") or {})  # fmt: skip
+        return cls(
+            name,
+            body.get("benchmark", "mbpp"),
+            control,
+            ((0, {i: r["after"] for i, r in rows.items()}),),
+            rounds=body.get("rounds"),
+            settings=body.get("settings") or {},
+        )
 
     @classmethod
     def read(cls, name: str, body: Mapping) -> Record | None:
@@ -121,9 +141,10 @@ class Record:
         out = []
         for seed, after in seeds:
             up, down = flips(control, after)
-            out.append(SeedFigures(seed, sum(after.values()) / len(after), gain(control, after), up, down, mcnemar_exact_p(up, down)))
+            out.append(
+                SeedFigures(seed, sum(after.values()) / len(after), gain(control, after), up, down, mcnemar_exact_p(up, down))
+            )
         return out
-
 
     def claim(self) -> dict:
         """The figures over the seeds (`FIGURES`: gain, flips, McNemar p per seed and pooled, the
@@ -139,9 +160,17 @@ class Record:
         body = body or {}
         rows = {int(r["seed"]): r for r in body.get("seeds") or []}
         seeds = [{**rows.get(s, {"seed": s}), "per_problem_after": dict(after)} for s, after in self.seeds]
-        return write_json(path, {**body, "per_problem_before": dict(self.control), "seeds": seeds, **self.claim(),
-                                 "noisy_problems": list(self.noisy), "settings": {**self.settings, **(body.get("settings") or {})}})  # fmt: skip
-
+        return write_json(
+            path,
+            {
+                **body,
+                "per_problem_before": dict(self.control),
+                "seeds": seeds,
+                **self.claim(),
+                "noisy_problems": list(self.noisy),
+                "settings": {**self.settings, **(body.get("settings") or {})},
+            },
+        )
 
     def check(self, claimed: Mapping) -> int:
         """How many stated figures (`stated`) the outcomes were checked against; Inconsistent, naming
@@ -151,8 +180,12 @@ class Record:
         for k, f in enumerate(figures):
             mine = per_seed.get(str(f.seed)) if per_seed else None
             if mine is not None:
-                _agree(self.name, f"seed {f.seed}", (mine["flips_gained"], mine["flips_lost"], mine["gain"], mine["mcnemar_p"]),
-                       (f.gained, f.lost, f.gain, f.mcnemar_p))  # fmt: skip
+                _agree(
+                    self.name,
+                    f"seed {f.seed}",
+                    (mine["flips_gained"], mine["flips_lost"], mine["gain"], mine["mcnemar_p"]),
+                    (f.gained, f.lost, f.gain, f.mcnemar_p),
+                )
                 checked += 4
             if gains is not None:
                 _agree(self.name, f"seed {f.seed}'s gain", gains[k] if k < len(gains) else None, f.gain)
@@ -180,15 +213,24 @@ def stated(body: Mapping) -> dict:
     own = body.get("seeds") and body.get("per_problem_before")  # a gain result: its figures are its top level
     block = body if own else body.get("transfer") or body.get("hidden") or body
     flips_ = (block.get("flips_gained"), block.get("flips_lost"))
-    return {"per_seed": block.get("per_seed") or None, "gain_per_seed": block.get("gain_per_seed"),
-            "flips": flips_ if None not in flips_ else None, "gain": block.get("gain"), "ci95": block.get("ci95")}  # fmt: skip
+    return {
+        "per_seed": block.get("per_seed") or None,
+        "gain_per_seed": block.get("gain_per_seed"),
+        "flips": flips_ if None not in flips_ else None,
+        "gain": block.get("gain"),
+        "ci95": block.get("ci95"),
+    }
 
 
 def settings() -> dict:
     """Where and how a result was measured: date, machine, CPU kind and flags, commit, command."""
-    return {"date": datetime.date.today().isoformat(),
-            "machine": f"{platform.machine()}, {os.cpu_count()} cores, {platform.python_version()}",
-            "cpu": cpu_info(), "commit": git_commit(REPO), "command": command_line()}  # fmt: skip
+    return {
+        "date": datetime.date.today().isoformat(),
+        "machine": f"{platform.machine()}, {os.cpu_count()} cores, {platform.python_version()}",
+        "cpu": cpu_info(),
+        "commit": git_commit(REPO),
+        "command": command_line(),
+    }
 
 
 def command_line() -> str:
@@ -217,7 +259,9 @@ def write_json(path: str | Path, body: Mapping, indent: int = 1) -> Path:
 def committed_weights(result: Mapping, name: str | Path) -> str:
     """The result's committed seed-0 weights (`model_path`); one UserError line where there are none."""
     if not result.get("model_path"):
-        raise UserError(f"{name} names no committed weights (model_path is null: {result.get('model_path_note', 'never committed')})")
+        raise UserError(
+            f"{name} names no committed weights (model_path is null: {result.get('model_path_note', 'never committed')})"
+        )
     return result["model_path"]
 
 

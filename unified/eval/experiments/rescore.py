@@ -37,8 +37,23 @@ def evaluate(benchmark: str, model: str, ids: list[str], out: Path, n: int = 1) 
     body = _json(out / "eval_results.json")
     if not body.get("complete"):
         pids = [a for i in ids for a in ("--problem-id", i)]
-        cmd = [sys.executable, "-m", "unified.eval", "--benchmark", benchmark, "--model", model, *pids, "--n", str(n),
-               "--temperature", "1.0", "--output", str(out), "--resume"]  # fmt: skip
+        cmd = [
+            sys.executable,
+            "-m",
+            "unified.eval",
+            "--benchmark",
+            benchmark,
+            "--model",
+            model,
+            *pids,
+            "--n",
+            str(n),
+            "--temperature",
+            "1.0",
+            "--output",
+            str(out),
+            "--resume",
+        ]
         env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1"}
         out.parent.mkdir(parents=True, exist_ok=True)
         with open(out.parent / f"{out.name}.log", "a") as log:
@@ -61,8 +76,11 @@ def metric(ids: list[str], controls: list[dict], seeds: dict[int, dict], key: st
     noisy = noisy_problems(reps) if len(reps) > 1 else []
     rate = lambda m: sum(bool(m.get(i)) for i in ids) / len(ids)  # noqa: E731
     stats = summary(reps[0], seeds, noisy) if seeds else {}
-    return {"control_pass_at_1_repeats": [rate(r) for r in reps],
-            "pass_at_1_after": {s: rate(m) for s, m in seeds.items()}, **stats}  # fmt: skip
+    return {
+        "control_pass_at_1_repeats": [rate(r) for r in reps],
+        "pass_at_1_after": {s: rate(m) for s, m in seeds.items()},
+        **stats,
+    }
 
 
 def main() -> int:
@@ -78,38 +96,61 @@ def main() -> int:
     runs = args.runs_dir / args.result.stem
     controls = [evaluate(bench, model, ids, runs / f"control_{k}") for k in range(1, args.repeats + 1)]
     seed0 = evaluate(bench, weights, ids, runs / "seed0")
+    result = _rescored(args, original, controls, seed0)
+    out = args.output or REPO / "docs" / "results" / f"{args.result.stem}_rescored.json"
+    write_json(out, result)
+    h, e = result["hidden"], result["evalplus"]
+    print(
+        f"hidden: control {h['control_pass_at_1_repeats']} after {h['pass_at_1_after']} p/seed {h.get('mcnemar_p_per_seed')} "
+        f"noisy {h.get('noisy_problems')} | evalplus: control {e['control_pass_at_1_repeats']} after {e['pass_at_1_after']} "
+        f"p/seed {e.get('mcnemar_p_per_seed')} | seed-0 gains: {result['flips_seed0']['gained_format_fixes']} format, "
+        f"{result['flips_seed0']['gained_logic_fixes']} logic -> {out}"
+    )
+    return 0
+
+
+def _rescored(args, original: dict, controls: list[dict], seed0: dict) -> dict:
+    """The result JSON: the control's repeats and seed 0 (evaluated here), the other seeds from `original`."""
+    bench, ids = original["benchmark"], original["problems"]
     first = original["seeds"][0]["seed"]
     hidden = {first: seed0["per_problem"]}
     hidden.update({s["seed"]: s["per_problem_after"] for s in original["seeds"][1:]})
     classes = [c.get("per_problem_class", {}) for c in controls]
-    result = {
+    return {
         "source": repo_relative(str(args.result)),
-        "benchmark": bench, "problems": ids, "model_path": original["model_path"],
-        "metric": {"hidden": "greedy pass@1 on the hidden tests only (MBPP+: plus inputs; HumanEval: check's calls)",
-                   "evalplus": "EvalPlus's pass@1 of the same greedy samples (MBPP+: base + plus inputs, its 'plus' "
-                               "score; HumanEval: check's calls)"},
-        "hidden": metric(ids, controls, hidden, "per_problem") | {"seeds_from_original_json": [s["seed"] for s in original["seeds"][1:]]},
+        "benchmark": bench,
+        "problems": ids,
+        "model_path": original["model_path"],
+        "metric": {
+            "hidden": "greedy pass@1 on the hidden tests only (MBPP+: plus inputs; HumanEval: check's calls)",
+            "evalplus": "EvalPlus's pass@1 of the same greedy samples (MBPP+: base + plus inputs, its 'plus' "
+            "score; HumanEval: check's calls)",
+        },
+        "hidden": metric(ids, controls, hidden, "per_problem")
+        | {"seeds_from_original_json": [s["seed"] for s in original["seeds"][1:]]},
         "evalplus": metric(ids, controls, {first: seed0.get("per_problem_evalplus", {})}, "per_problem_evalplus"),
-        "seed0_matches_original": {"same_outcome": sum(seed0["per_problem"].get(i) == original["seeds"][0]["per_problem_after"].get(i)
-                                                       for i in ids), "of": len(ids)},
+        "seed0_matches_original": {
+            "same_outcome": sum(seed0["per_problem"].get(i) == original["seeds"][0]["per_problem_after"].get(i) for i in ids),
+            "of": len(ids),
+        },
         "classes": {"control": counts(classes[0]), "seed0": counts(seed0.get("per_problem_class", {}))},
-        "flips_seed0": flip_classes(classes[0], seed0.get("per_problem_class", {}), controls[0]["per_problem"],
-                                    seed0["per_problem"]),
+        "flips_seed0": flip_classes(
+            classes[0], seed0.get("per_problem_class", {}), controls[0]["per_problem"], seed0["per_problem"]
+        ),
         "per_problem_class": {"control": classes, "seed0": seed0.get("per_problem_class", {})},
         "per_problem": {"control": [c["per_problem"] for c in controls], "seed0": seed0["per_problem"]},
-        "per_problem_evalplus": {"control": [c.get("per_problem_evalplus") for c in controls],
-                                 "seed0": seed0.get("per_problem_evalplus")},
-        "settings": {"greedy": True, "threads": 1, "repeats": args.repeats, "date": datetime.date.today().isoformat(),
-                     "machine": f"{platform.machine()}, {os.cpu_count()} cores, {platform.python_version()}"},
-    }  # fmt: skip
-    out = args.output or REPO / "docs" / "results" / f"{args.result.stem}_rescored.json"
-    write_json(out, result)
-    h, e = result["hidden"], result["evalplus"]
-    print(f"hidden: control {h['control_pass_at_1_repeats']} after {h['pass_at_1_after']} p/seed {h.get('mcnemar_p_per_seed')} "
-          f"noisy {h.get('noisy_problems')} | evalplus: control {e['control_pass_at_1_repeats']} after {e['pass_at_1_after']} "
-          f"p/seed {e.get('mcnemar_p_per_seed')} | seed-0 gains: {result['flips_seed0']['gained_format_fixes']} format, "
-          f"{result['flips_seed0']['gained_logic_fixes']} logic -> {out}")  # fmt: skip
-    return 0
+        "per_problem_evalplus": {
+            "control": [c.get("per_problem_evalplus") for c in controls],
+            "seed0": seed0.get("per_problem_evalplus"),
+        },
+        "settings": {
+            "greedy": True,
+            "threads": 1,
+            "repeats": args.repeats,
+            "date": datetime.date.today().isoformat(),
+            "machine": f"{platform.machine()}, {os.cpu_count()} cores, {platform.python_version()}",
+        },
+    }
 
 
 if __name__ == "__main__":

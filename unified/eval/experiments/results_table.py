@@ -26,8 +26,10 @@ from unified.eval.experiments.record import REPO, Inconsistent, Record, stated
 from unified.eval.gain_stats import flips, mcnemar_exact_p
 
 BEGIN, END = "<!-- results-table -->", "<!-- /results-table -->"
-HEADER = ("| result | problems | recipe | rounds | control | after, per seed | flips, per seed | "
-          "McNemar p, per seed | 95 % interval of the gain |\n|---|---|---|---|---|---|---|---|---|")  # fmt: skip
+HEADER = (
+    "| result | problems | recipe | rounds | control | after, per seed | flips, per seed | "
+    "McNemar p, per seed | 95 % interval of the gain |\n|---|---|---|---|---|---|---|---|---|"
+)
 
 
 def _recipe(body: dict) -> str:
@@ -53,8 +55,10 @@ def _cells(record: Record, body: dict) -> str:
     figures = record.figures()
     ci = stated(body).get("ci95")
     interval = f"[{ci[0]:+.3f}, {ci[1]:+.3f}]" if ci else "-"
-    return (f"{record.control_pass_at_1():.3f} | {', '.join(f'{f.pass_at_1:.3f}' for f in figures)} | "
-            f"{', '.join(f'+{f.gained} / -{f.lost}' for f in figures)} | {', '.join(_p(f.mcnemar_p) for f in figures)} | {interval}")  # fmt: skip
+    return (
+        f"{record.control_pass_at_1():.3f} | {', '.join(f'{f.pass_at_1:.3f}' for f in figures)} | "
+        f"{', '.join(f'+{f.gained} / -{f.lost}' for f in figures)} | {', '.join(_p(f.mcnemar_p) for f in figures)} | {interval}"
+    )
 
 
 def gain_row(name: str, body: dict) -> str | None:
@@ -72,8 +76,10 @@ def transfer_row(name: str, body: dict) -> str | None:
     record = Record.from_transfer(name, body)
     if record is None or not all(record.aligned()):
         return None
-    return (f"| `{name}` (untrained problems) | {body.get('source', '?').split('/')[-1]}'s weights on "
-            f"{len(record.aligned()[0])} others | as trained | - | {_cells(record, body)} |")  # fmt: skip
+    return (
+        f"| `{name}` (untrained problems) | {body.get('source', '?').split('/')[-1]}'s weights on "
+        f"{len(record.aligned()[0])} others | as trained | - | {_cells(record, body)} |"
+    )
 
 
 def select_row(name: str, body: dict) -> str | None:
@@ -86,12 +92,16 @@ def select_row(name: str, body: dict) -> str | None:
         return None
     gained, lost = flips(before, after)
     if (block.get("flips_gained"), block.get("flips_lost")) != (gained, lost):
-        raise Inconsistent(f"{name}: select_visible states +{block.get('flips_gained')}/-{block.get('flips_lost')}, "
-                           f"per problem +{gained}/-{lost}")  # fmt: skip
+        raise Inconsistent(
+            f"{name}: select_visible states +{block.get('flips_gained')}/-{block.get('flips_lost')}, "
+            f"per problem +{gained}/-{lost}"
+        )
     rate = lambda d: sum(1 for v in d.values() if v) / len(d)  # noqa: E731
-    return (f"| `{name}` (filtered by the visible examples, n={block.get('n')}, seed {block.get('seed', 0)}) | "
-            f"{body.get('benchmark', 'mbpp')} {len(before)} | as trained | {body.get('rounds')} | {rate(before):.3f} | "
-            f"{rate(after):.3f} | +{gained} / -{lost} | {_p(mcnemar_exact_p(gained, lost))} | - |")  # fmt: skip
+    return (
+        f"| `{name}` (filtered by the visible examples, n={block.get('n')}, seed {block.get('seed', 0)}) | "
+        f"{body.get('benchmark', 'mbpp')} {len(before)} | as trained | {body.get('rounds')} | {rate(before):.3f} | "
+        f"{rate(after):.3f} | +{gained} / -{lost} | {_p(mcnemar_exact_p(gained, lost))} | - |"
+    )
 
 
 def _p(p: float) -> str:
@@ -114,15 +124,25 @@ def table(folder: Path) -> str:
 
 # The front page's headline rows: (what it is, its JSON). README.md shows them between
 # HEADLINE_BEGIN and HEADLINE_END, written by `--write README.md`.
-HEADLINE = (("the default: the self-play mix, groups of 8, 32 samples where none passed yet, replay, the supervised term (3 seeds, AMD EPYC)", "test_time_gain.json"),
-            ("the self-play mix, groups of 8 alone: the default until 2026-11-28 (3 seeds, AMD EPYC)", "test_time_gain_n8_2026-11-28.json"),
-            ("the self-play mix with groups of 16 (3 seeds, AMX Xeon)", "test_time_gain_mix.json"),
-            ("solve alone (3 seeds)", "test_time_gain_solo.json"),
-            ("label-free: solve on agreement labels (3 seeds)", "test_time_gain_labelfree.json"),
-            ("transfer: the mix's weights on 100 untrained problems", "transfer_mbpp_mix.json"))  # fmt: skip
+HEADLINE = (
+    (
+        "the default: the self-play mix, groups of 8, 32 samples where none passed yet, replay, the supervised term (3 seeds, AMD EPYC)",
+        "test_time_gain.json",
+    ),
+    (
+        "the self-play mix, groups of 8 alone: the default until 2026-11-28 (3 seeds, AMD EPYC)",
+        "test_time_gain_n8_2026-11-28.json",
+    ),
+    ("the self-play mix with groups of 16 (3 seeds, AMX Xeon)", "test_time_gain_mix.json"),
+    ("solve alone (3 seeds)", "test_time_gain_solo.json"),
+    ("label-free: solve on agreement labels (3 seeds)", "test_time_gain_labelfree.json"),
+    ("transfer: the mix's weights on 100 untrained problems", "transfer_mbpp_mix.json"),
+)
 HEADLINE_BEGIN, HEADLINE_END = "<!-- headline -->", "<!-- /headline -->"
-HEADLINE_HEADER = ("| result | problems | greedy pass@1: control -> after, per seed | flips (McNemar p), per seed | "
-                   "95 % interval of the gain | JSON |\n|---|---|---|---|---|---|")  # fmt: skip
+HEADLINE_HEADER = (
+    "| result | problems | greedy pass@1: control -> after, per seed | flips (McNemar p), per seed | "
+    "95 % interval of the gain | JSON |\n|---|---|---|---|---|---|"
+)
 
 
 def headline(folder: Path) -> str:
@@ -133,10 +153,12 @@ def headline(folder: Path) -> str:
         record = Record.read(name, body)
         _cells(record, body)  # the JSON agrees with itself, or Inconsistent
         figures, ci = record.figures(), stated(body)["ci95"]
-        rows.append(f"| {label} | {record.benchmark} {len(record.aligned()[0])} | {record.control_pass_at_1():.2f} -> "
-                    f"{', '.join(f'{f.pass_at_1:.2f}' for f in figures)} | "
-                    f"{', '.join(f'+{f.gained} / -{f.lost} ({_p(f.mcnemar_p)})' for f in figures)} | "
-                    f"{f'[{ci[0]:+.3f}, {ci[1]:+.3f}]' if ci else '-'} | [{name}](docs/results/{name}) |")  # fmt: skip
+        rows.append(
+            f"| {label} | {record.benchmark} {len(record.aligned()[0])} | {record.control_pass_at_1():.2f} -> "
+            f"{', '.join(f'{f.pass_at_1:.2f}' for f in figures)} | "
+            f"{', '.join(f'+{f.gained} / -{f.lost} ({_p(f.mcnemar_p)})' for f in figures)} | "
+            f"{f'[{ci[0]:+.3f}, {ci[1]:+.3f}]' if ci else '-'} | [{name}](docs/results/{name}) |"
+        )
     return "\n".join([HEADLINE_HEADER, *rows])
 
 
@@ -150,8 +172,10 @@ def check(readme: Path, expected: str, begin: str = BEGIN, end: str = END) -> st
         return f"{readme}: no {begin} ... {end} block; add one where the table belongs"
     block = text.split(begin, 1)[1].split(end, 1)[0].strip()
     if block != expected.strip():
-        return (f"{readme}: a generated block is out of date with the JSONs; run "
-                f"`python -m unified.eval.experiments.results_table --write {readme.name}`")  # fmt: skip
+        return (
+            f"{readme}: a generated block is out of date with the JSONs; run "
+            f"`python -m unified.eval.experiments.results_table --write {readme.name}`"
+        )
     return ""
 
 

@@ -76,10 +76,18 @@ def measure(runs: list[Path]) -> dict:
                     if s and r > 0 and all(failed[k][pid] for k in range(r)):
                         headroom += 1
                         headroom_found += per_round[r]
-        out["settings"].append({"keep": keep, "floor": floor, "problem_rounds": int(total),
-                                "drawn": round(drawn / total, 4), "signal_rounds": int(with_signal),
-                                "signal_found": round(found / max(with_signal, 1), 4), "headroom_rounds": int(headroom),
-                                "headroom_found": round(headroom_found / max(headroom, 1), 4)})  # fmt: skip
+        out["settings"].append(
+            {
+                "keep": keep,
+                "floor": floor,
+                "problem_rounds": int(total),
+                "drawn": round(drawn / total, 4),
+                "signal_rounds": int(with_signal),
+                "signal_found": round(found / max(with_signal, 1), 4),
+                "headroom_rounds": int(headroom),
+                "headroom_found": round(headroom_found / max(headroom, 1), 4),
+            }
+        )
     return out
 
 
@@ -90,9 +98,11 @@ def main() -> None:
     args = parser.parse_args()
     result = measure(args.runs)
     for s in result["settings"]:
-        print(f"keep {s['keep']:.3g} floor {s['floor']:.3g}: drawn {s['drawn']:.2f} of {s['problem_rounds']} problem-rounds, "
-              f"signal found {s['signal_found']:.2f} of {s['signal_rounds']}, headroom found {s['headroom_found']:.2f} "
-              f"of {s['headroom_rounds']}")  # fmt: skip
+        print(
+            f"keep {s['keep']:.3g} floor {s['floor']:.3g}: drawn {s['drawn']:.2f} of {s['problem_rounds']} problem-rounds, "
+            f"signal found {s['signal_found']:.2f} of {s['signal_rounds']}, headroom found {s['headroom_found']:.2f} "
+            f"of {s['headroom_rounds']}"
+        )
     if args.output:
         write_json(args.output, result)
 

@@ -89,8 +89,15 @@ def curves(body: dict) -> dict[int, list[tuple[int, float]]]:
 
 def _curve_panel(ax, seeds: dict[int, list[tuple[int, float]]], control: float, name: str) -> None:
     if not seeds:
-        ax.text(0.5, 0.5, f"{name}: no round-start evaluations recorded", ha="center", va="center", transform=ax.transAxes,
-                color="grey")  # fmt: skip
+        ax.text(
+            0.5,
+            0.5,
+            f"{name}: no round-start evaluations recorded",
+            ha="center",
+            va="center",
+            transform=ax.transAxes,
+            color="grey",
+        )
         return
     for seed, points in sorted(seeds.items()):
         ax.plot([k for k, _ in points], [v for _, v in points], marker="o", label=f"seed {seed}")

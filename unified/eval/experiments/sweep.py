@@ -42,8 +42,10 @@ CONFIGS: dict[str, list[str]] = {
     "default": [],  # since 2026-11-27 the self-play mix (below); before it, solve alone (= "solo")
     "solo": ["pipeline.kinds=[solve]"],
     "mix_selfplay": ["pipeline.mix=[solve:0.7,deduction:0.1,abduction:0.1,induction:0.1]"],
-    "mix_selfplay_shaped_solve": ["pipeline.mix=[solve:0.7,deduction:0.1,abduction:0.1,induction:0.1]",
-                                  "pipeline.constrain=[induction,deduction,abduction,inputs,solve]"],
+    "mix_selfplay_shaped_solve": [
+        "pipeline.mix=[solve:0.7,deduction:0.1,abduction:0.1,induction:0.1]",
+        "pipeline.constrain=[induction,deduction,abduction,inputs,solve]",
+    ],
     "agreement": ["pipeline.solve_source=agreement"],
     "agreement_both": ["pipeline.solve_source=both"],
     # label-free with the mix default (the self-play kinds need no written test either), and a stricter vote: on two
@@ -79,8 +81,13 @@ def against_default(results: dict) -> None:
         v = versus(afters[name], afters["default"])
         ours, theirs = r["generation_tokens"], base["generation_tokens"]
         tokens = ours / theirs if ours and theirs else None
-        r["vs_default"] = {"difference": v["difference"], "only_this": v["only_a"], "only_default": v["only_b"],
-                           "mcnemar_p": v["mcnemar_p_pooled"], "generation_tokens_ratio": tokens}  # fmt: skip
+        r["vs_default"] = {
+            "difference": v["difference"],
+            "only_this": v["only_a"],
+            "only_default": v["only_b"],
+            "mcnemar_p": v["mcnemar_p_pooled"],
+            "generation_tokens_ratio": tokens,
+        }
 
 
 def main() -> int:
@@ -96,31 +103,7 @@ def main() -> int:
     if unknown:
         p.error(f"unknown configuration(s) {unknown}; known: {', '.join(CONFIGS)}")
     runs = Path(args.runs_dir)
-    results = {}
-    for name in names:
-        out = runs / name
-        base = out / f"mbpp-tune-0+{args.problems}x{args.rounds}"
-        for control in CONTROLS:  # the untrained model's evaluations (the control and its repeats), made once
-            if (runs / control).is_dir() and not (base / control).exists():
-                base.mkdir(parents=True, exist_ok=True)
-                shutil.copytree(runs / control, base / control)
-        cmd = [sys.executable, "-m", "unified.eval.experiments.gain", "--split", "tune", "--problems", str(args.problems),
-               "--rounds", str(args.rounds), "--seeds", "0", "--runs-dir", str(out), "--output", str(out / "result.json"),
-               "--weights", str(out / "weights"), *(["--collect"] if args.collect else []), *CONFIGS[name]]  # fmt: skip
-        if subprocess.run(cmd, cwd=REPO, env={**os.environ, "PYTHONUNBUFFERED": "1"}).returncode != 0:
-            print(f"{name}: failed (its logs are under {out})", file=sys.stderr)
-        for control in CONTROLS:
-            done = base / control / "eval_results.json"
-            if done.exists() and json.loads(done.read_text()).get("complete") and not (runs / control).exists():
-                shutil.copytree(base / control, runs / control)
-        result = json.loads((out / "result.json").read_text()) if (out / "result.json").exists() else {}
-        # telemetry's compute/* totals are cumulative over a run: its last round holds the run's total
-        last = [seed["metrics_per_round"][-1] for seed in result.get("seeds", []) if seed.get("metrics_per_round")]
-        results[name] = {"overrides": CONFIGS[name], **{k: result.get(k) for k in (
-            "pass_at_1_before", "pass_at_1_after", "gain", "flips_gained", "flips_lost", "mcnemar_p", "ci95",
-            "sampled_pass_at_1_before", "sampled_pass_at_1_after", "headroom", "complete")},
-            "generation_tokens": sum(r.get("compute/generation_tokens") or 0 for r in last) or None,
-            "per_problem_after": {s["seed"]: s["per_problem_after"] for s in result.get("seeds", [])}}  # fmt: skip
+    results = {name: _summary(name, _run_config(args, runs, name)) for name in names}
     against_default(results)
     out = runs.parent / f"{runs.name}.json"  # logs/bench/sweep -> logs/bench/sweep.json
     write_json(out, {"split": "tune", "problems": args.problems, "rounds": args.rounds, "configs": results})
@@ -128,6 +111,72 @@ def main() -> int:
         print(f"{name:22s} gain {r['gain']}  flips +{r['flips_gained']}/-{r['flips_lost']}  p {r['mcnemar_p']}")
     print(f"-> {out}")
     return 0
+
+
+def _run_config(args, runs: Path, name: str) -> dict:
+    """One configuration's gain run in its own folder (the untrained model's evaluations shared
+    through `runs`, made once): its result JSON ({} where it wrote none)."""
+    out = runs / name
+    base = out / f"mbpp-tune-0+{args.problems}x{args.rounds}"
+    for control in CONTROLS:  # the untrained model's evaluations (the control and its repeats), made once
+        if (runs / control).is_dir() and not (base / control).exists():
+            base.mkdir(parents=True, exist_ok=True)
+            shutil.copytree(runs / control, base / control)
+    cmd = [
+        sys.executable,
+        "-m",
+        "unified.eval.experiments.gain",
+        "--split",
+        "tune",
+        "--problems",
+        str(args.problems),
+        "--rounds",
+        str(args.rounds),
+        "--seeds",
+        "0",
+        "--runs-dir",
+        str(out),
+        "--output",
+        str(out / "result.json"),
+        "--weights",
+        str(out / "weights"),
+        *(["--collect"] if args.collect else []),
+        *CONFIGS[name],
+    ]
+    if subprocess.run(cmd, cwd=REPO, env={**os.environ, "PYTHONUNBUFFERED": "1"}).returncode != 0:
+        print(f"{name}: failed (its logs are under {out})", file=sys.stderr)
+    for control in CONTROLS:
+        done = base / control / "eval_results.json"
+        if done.exists() and json.loads(done.read_text()).get("complete") and not (runs / control).exists():
+            shutil.copytree(base / control, runs / control)
+    return json.loads((out / "result.json").read_text()) if (out / "result.json").exists() else {}
+
+
+def _summary(name: str, result: dict) -> dict:
+    """One configuration's line in sweep.json: its overrides, figures and generated tokens."""
+    # telemetry's compute/* totals are cumulative over a run: its last round holds the run's total
+    last = [seed["metrics_per_round"][-1] for seed in result.get("seeds", []) if seed.get("metrics_per_round")]
+    return {
+        "overrides": CONFIGS[name],
+        **{
+            k: result.get(k)
+            for k in (
+                "pass_at_1_before",
+                "pass_at_1_after",
+                "gain",
+                "flips_gained",
+                "flips_lost",
+                "mcnemar_p",
+                "ci95",
+                "sampled_pass_at_1_before",
+                "sampled_pass_at_1_after",
+                "headroom",
+                "complete",
+            )
+        },
+        "generation_tokens": sum(r.get("compute/generation_tokens") or 0 for r in last) or None,
+        "per_problem_after": {s["seed"]: s["per_problem_after"] for s in result.get("seeds", [])},
+    }
 
 
 if __name__ == "__main__":

@@ -123,9 +123,15 @@ def judge_run(run: Path) -> list[dict]:
     from unified.benchmarks.load import load_problems
     from unified.sandbox.executor import Executor, ExecutorConfig
 
-    rounds = sorted(int(p.name.split("_")[1]) for p in run.glob("round_*") if (run / "checkpoints" / f"round_{int(p.name.split('_')[1]):06d}").is_dir())
+    rounds = sorted(
+        int(p.name.split("_")[1])
+        for p in run.glob("round_*")
+        if (run / "checkpoints" / f"round_{int(p.name.split('_')[1]):06d}").is_dir()
+    )
     if not rounds:
-        raise UserError(f"{run} has no round with a checkpoint; pass a run folder of train_unified.py with algorithm.consolidate_passes > 0")
+        raise UserError(
+            f"{run} has no round with a checkpoint; pass a run folder of train_unified.py with algorithm.consolidate_passes > 0"
+        )
     out = []
     with Executor(ExecutorConfig(workers=2, timeout_s=5.0)) as ex:
         judge = Judge(ex)
@@ -143,8 +149,11 @@ def main() -> int:
     args = p.parse_args()
     if not (args.run / "checkpoints").is_dir():
         raise UserError(f"{args.run} has no checkpoints/; pass a run folder of train_unified.py")
-    body = {"what": "consolidation targets judged on EvalPlus's cases, per round", "run": repo_relative(args.run),
-            "rounds": judge_run(args.run)}
+    body = {
+        "what": "consolidation targets judged on EvalPlus's cases, per round",
+        "run": repo_relative(args.run),
+        "rounds": judge_run(args.run),
+    }
     for row in body["rounds"]:
         print(row)
     if args.output:
