@@ -22,7 +22,7 @@ CLAIMS = {
     "curve": "curve_*.json",
     "levers": "*_levers*.json",
     "arm_gap": "*_arms_*.json",
-    "compare_arms": "mix_vs_solo.json",
+    "compare_arms": "*_vs_*.json",
     "selective_cost": "selective_cost.json",
     "evalplus_check": "evalplus_check.json",
     "targets": "targets_*.json",

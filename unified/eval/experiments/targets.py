@@ -142,6 +142,12 @@ def judge_run(run: Path) -> list[dict]:
     return out
 
 
+def _name(run: Path) -> str:
+    """The run's path inside the repo, else its last three folders (no machine path in a result)."""
+    inside = repo_relative(run)
+    return inside if not Path(inside).is_absolute() else "/".join(run.resolve().parts[-3:])
+
+
 def main() -> int:
     p = ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("run", type=Path, help="a train_unified.py output folder (consolidation on, MBPP+)")
@@ -151,7 +157,7 @@ def main() -> int:
         raise UserError(f"{args.run} has no checkpoints/; pass a run folder of train_unified.py")
     body = {
         "what": "consolidation targets judged on EvalPlus's cases, per round",
-        "run": repo_relative(args.run),
+        "run": _name(args.run),
         "rounds": judge_run(args.run),
     }
     for row in body["rounds"]:
