@@ -40,6 +40,14 @@ def test_each_lever_off_is_its_own_field():
     assert plan_round(RunState(), replace(cfg, trainer=TrainerConfig(eval_every=2)), IDS, 3).consolidate
 
 
+def test_the_budget_can_hold_in_the_first_rounds_only():
+    cfg = TrainConfig()
+    cfg = replace(cfg, pipeline=replace(cfg.pipeline, discovery_rounds=1))
+    assert plan_round(RunState(), cfg, IDS, 1).samples == {pid: 32 for pid in IDS}
+    assert plan_round(RunState(), cfg, IDS, 2).samples is None  # groups of num_programs from round 2 on
+    assert plan_round(RunState(), TrainConfig(), IDS, 5).samples == {pid: 32 for pid in IDS}  # 0: every round
+
+
 def test_a_silent_problem_is_drawn_by_the_selection_rule():
     cfg = TrainConfig()
     cfg = replace(cfg, pipeline=replace(cfg.pipeline, selective_keep=0.01, selective_floor=0.01))

@@ -94,6 +94,9 @@ class PipelineConfig:
     # (with algorithm.sft_coef=1.0): on the 100 report problems it beat groups of 8 alone, paired, at 3 seeds
     # (docs/discovery.md); discovery_n=0 replay=false sft_coef=0 is the earlier default at ~0.35x the tokens
     discovery_n: int = 32
+    # the budget holds in the first `discovery_rounds` rounds only (0: every round), e.g. 1: one wide
+    # search, then groups of `num_programs` (consolidation keeps what the search found)
+    discovery_rounds: int = 0
     replay: bool = True
 
     def __post_init__(self):  # a derived field still None is skipped: schema.derive fills it and this runs again
@@ -131,6 +134,8 @@ class PipelineConfig:
             )
         if self.solve_reward not in SOLVE_REWARDS:
             problems.append(f"solve_reward must be one of {SOLVE_REWARDS}, got {self.solve_reward!r}")
+        if self.discovery_rounds < 0:
+            problems.append(f"discovery_rounds must be >= 0 (0: the budget every round), got {self.discovery_rounds}")
         if self.discovery_n < 0:
             problems.append(f"discovery_n must be >= 0 (0: no wider budget for unsolved problems), got {self.discovery_n}")
         if (self.num_programs or 0) < 0 or self.num_proposed_inputs < 0 or self.induction_shown < 1:

@@ -135,7 +135,7 @@ def plan_round(state: RunState, cfg, problem_ids: Sequence[str], round_index: in
     )
     budget = (
         discovery.samples_per_problem(drawn.drawn, state.found, pipeline.num_programs, pipeline.discovery_n)
-        if pipeline.discovery_n
+        if pipeline.discovery_n and (not pipeline.discovery_rounds or round_index <= pipeline.discovery_rounds)
         else None
     )
     mine = set(drawn.drawn)
