@@ -258,7 +258,7 @@ def test_the_planned_keys_come_from_the_runs_metrics_and_outcomes():
 
 
 def test_the_confirm_split_runs_only_for_a_recipe_frozen_in_an_ancestor_commit():
-    from unified.eval.experiments.gain import frozen_recipe
+    from unified.eval.experiments.gain_args import frozen_recipe
 
     with pytest.raises(SystemExit, match="--recipe-commit"):
         frozen_recipe("confirm", None)

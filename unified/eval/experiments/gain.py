@@ -5,7 +5,8 @@ and a paired-bootstrap interval.
     python -m unified.eval.experiments.gain --problems 100 --rounds 3 --seeds 0,1 [--split report]
         [--benchmark mbpp|humaneval] [--parallel] [--collect] [key=value ...]
 
-Steps (each resumes: a killed bench continues where it stopped; `--collect` only rebuilds):
+Steps (each resumes: a killed bench continues where it stopped; `--collect` only rebuilds; the
+jobs are `gain_jobs.py`, the flags `gain_args.py`, this module collects the result):
 1. before: `python -m unified.eval --n 16 --temperature T` on the base model: greedy
    pass@1 per problem (the control: without updates greedy decoding cannot change) and the
    unbiased sampled pass@k; `headroom` = problems greedy fails that some sample solves.
@@ -37,145 +38,27 @@ added to the JSON.
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
-import subprocess
 import sys
 from pathlib import Path
 
 from unified.benchmarks.splits import SPLIT_SEED, split_ids
 from unified.cli import exit_code
+from unified.eval.experiments.gain_args import parse_args
+from unified.eval.experiments.gain_jobs import control_dirs, machines, per_round, read_json, run_all, run_select
+from unified.eval.experiments.planned import planned
 from unified.eval.experiments.record import REPO, Record, repo_relative, settings
-from unified.eval.experiments.planned import baseline_samples, planned
 from unified.eval.failures import flip_classes, gain_split
 from unified.eval.gain_stats import flipped, noisy_problems, summary
 from unified.files import latest_checkpoint, read_jsonl
-from unified.machine import cpu_info, git_commit
-
-
-def _run(cmd: list[str], log: Path, env: dict) -> subprocess.Popen:
-    log.parent.mkdir(parents=True, exist_ok=True)
-    _note_machine(log.parent / "machines.jsonl", log.stem)
-    return subprocess.Popen(cmd, cwd=REPO, env=env, stdout=open(log, "a"), stderr=subprocess.STDOUT)
-
-
-def _note_machine(path: Path, job: str) -> None:
-    """One line per job launched in a folder: the CPU and commit it ran on (a resumed run may
-    continue on another machine; results compare only within one CPU kind)."""
-    with open(path, "a") as f:
-        f.write(json.dumps({"job": job, "date": settings()["date"], "cpu": cpu_info(), "commit": git_commit(REPO)}) + "\n")
-
-
-def machines(folder: Path) -> list[str]:
-    """The CPU kinds that jobs in `folder` ran on (sorted, distinct)."""
-    return sorted({row["cpu"]["kind"] for row in read_jsonl(folder / "machines.jsonl") if row.get("cpu")})
-
-
-def evaluate_cmd(args, ids: list[str], model: str, out: Path, n: int | None = None) -> list[str]:
-    pids = [a for i in ids for a in ("--problem-id", i)]
-    return [
-        sys.executable,
-        "-m",
-        "unified.eval",
-        "--benchmark",
-        args.benchmark,
-        "--model",
-        model,
-        *pids,
-        "--n",
-        str(args.n if n is None else n),
-        "--temperature",
-        str(args.temperature),
-        "--output",
-        str(out),
-        "--resume",
-    ]
-
-
-def train_cmd(args, ids: list[str], seed: int, out: Path, overrides: list[str]) -> list[str]:
-    return [
-        sys.executable,
-        str(REPO / "train_unified.py"),
-        "--benchmark",
-        args.benchmark,
-        f"--rounds={args.rounds}",
-        f"--output-dir={out}",
-        "--resume",
-        "auto",
-        f"model={args.model}",
-        f"benchmark.problem_ids=[{','.join(ids)}]",
-        f"benchmark.problems={len(ids)}",
-        f"seed={seed}",
-        *([] if any(o.startswith("trainer.eval_every=") for o in overrides) else ["trainer.eval_every=0"]),
-        *overrides,
-    ]
-
-
-def _done(out: Path) -> bool:
-    body = _json(out / "eval_results.json")
-    return bool(body.get("complete"))
-
-
-def _json(path: Path) -> dict:
-    try:
-        return json.loads(path.read_text())
-    except (OSError, ValueError):
-        return {}
-
-
-def run_all(args, ids, base: Path, overrides: list[str]) -> int:
-    """Steps 1-3; seeds one after another, or all at once with --parallel (one thread each)."""
-    solo = {**os.environ, "PYTHONUNBUFFERED": "1"}  # one job at a time: every core
-    env = {**solo, **({"OMP_NUM_THREADS": "1"} if args.parallel else {})}
-    for name in control_dirs(args):  # the control, measured like every "after": same threads, dtype, greedy batches
-        n = None if name == "before" else 1  # greedy requests are batched apart from the samples: repeats need none
-        if not _done(base / name):
-            if _run(evaluate_cmd(args, ids, args.model, base / name, n), base / f"{name}.log", env).wait() != 0:
-                return _fail(name, base / f"{name}.log")
-    jobs = [(s, base / f"seed{s}") for s in args.seeds]
-    for batch in [jobs] if args.parallel else [[j] for j in jobs]:
-        procs = [(s, d, _run(train_cmd(args, ids, s, d / "run", overrides), d / "train.log", env)) for s, d in batch]
-        for s, d, proc in procs:
-            if proc.wait() != 0:
-                return _fail(f"seed {s} training", d / "train.log")
-        procs = [
-            (s, d, _run(evaluate_cmd(args, ids, str(d / "run" / "checkpoints"), d / "after"), d / "after.log", env))
-            for s, d in batch
-            if not _done(d / "after")
-        ]
-        for s, d, proc in procs:
-            if proc.wait() != 0:
-                return _fail(f"seed {s} evaluation", d / "after.log")
-    return 0
-
-
-def run_select(args, ids, base: Path, env: dict) -> int:
-    """`--select-visible N`: the answer a user gets (the first of N samples that passes the
-    visible examples, else the greedy one) for the control and every seed's weights, and for
-    the untrained model at the samples the recipe drew plus N (`sample_filter_baseline`)."""
-    if not args.select_visible:
-        return 0
-    jobs = [(args.model, base / "select_control", args.select_visible)]
-    jobs += [
-        (str(base / f"seed{s}" / "run" / "checkpoints"), base / f"seed{s}" / "select_after", args.select_visible)
-        for s in args.seeds
-    ]
-    budget = baseline_samples(_per_round(base / f"seed{args.seeds[0]}" / "run"), len(ids), args.select_visible)
-    jobs += [(args.model, base / "sample_filter", budget)] if budget else []
-    for model, out, n in jobs:
-        if not _done(out):
-            cmd = evaluate_cmd(args, ids, model, out, n) + ["--select", "visible"]
-            if _run(cmd, out.with_suffix(".log"), env).wait() != 0:
-                return _fail(f"--select visible of {model}", out.with_suffix(".log"))
-    return 0
 
 
 def with_plan(args, ids: list[str], base: Path, result: dict) -> dict:
     """`result` with `select_visible`, the split, the recipe's commit and the planned keys."""
     out = {**result, "select_visible": select_block(args, ids, base), "split": args.split, "recipe_commit": args.recipe_commit}
-    afters = {s: _json(base / f"seed{s}" / "select_after" / "eval_results.json") for s in args.seeds}
-    out.update(planned(out, _json(base / "sample_filter" / "eval_results.json"), {s: a for s, a in afters.items() if a}))
+    afters = {s: read_json(base / f"seed{s}" / "select_after" / "eval_results.json") for s in args.seeds}
+    out.update(planned(out, read_json(base / "sample_filter" / "eval_results.json"), {s: a for s, a in afters.items() if a}))
     if out["select_visible"] is not None:  # the trained models' figure is the mean over seeds; seed 0's flips stay
         block = out["select_visible"]
         block.update(
@@ -185,31 +68,10 @@ def with_plan(args, ids: list[str], base: Path, result: dict) -> dict:
     return out
 
 
-def frozen_recipe(split: str, commit: str | None) -> str | None:
-    """The recipe's commit, checked: `--split confirm` needs one that the running code descends
-    from (the recipe was frozen before the confirm run started)."""
-    if commit is None:
-        if split == "confirm":
-            raise SystemExit(
-                "--split confirm needs --recipe-commit SHA: freeze the recipe in a commit first, then run "
-                "the confirm split once with that commit"
-            )
-        return None
-    full = subprocess.run(["git", "rev-parse", "--verify", f"{commit}^{{commit}}"], cwd=REPO, capture_output=True, text=True)
-    if (
-        full.returncode != 0
-        or subprocess.run(["git", "merge-base", "--is-ancestor", full.stdout.strip(), "HEAD"], cwd=REPO).returncode != 0
-    ):
-        raise SystemExit(
-            f"--recipe-commit {commit}: not a commit the running code descends from; give the commit that froze the recipe"
-        )
-    return full.stdout.strip()
-
-
 def select_block(args, ids: list[str], base: Path) -> dict | None:
     """`select_visible` of the result: filtered pass@1 of the control and of seed 0, with flips."""
-    control = _json(base / "select_control" / "eval_results.json")
-    after = _json(base / f"seed{args.seeds[0]}" / "select_after" / "eval_results.json")
+    control = read_json(base / "select_control" / "eval_results.json")
+    after = read_json(base / f"seed{args.seeds[0]}" / "select_after" / "eval_results.json")
     if not (control.get("complete") and after.get("complete")):
         return None
     key = "per_problem_select_visible"
@@ -235,11 +97,6 @@ def select_block(args, ids: list[str], base: Path) -> dict | None:
     }
 
 
-def control_dirs(args) -> list[str]:
-    """The base model's evaluations: `before` and `--control-repeats` - 1 more (`control_2`, ...)."""
-    return ["before", *(f"control_{k}" for k in range(2, args.control_repeats + 1))]
-
-
 def metric_block(ids: list[str], controls: list[dict], afters: dict[int, dict], key: str) -> dict:
     """One metric's statistics (`key`: the eval JSON's per-problem map): per seed against the
     first control, leaving out the problems whose control differs between repeats."""
@@ -259,14 +116,9 @@ def metric_block(ids: list[str], controls: list[dict], afters: dict[int, dict], 
     }
 
 
-def _fail(what: str, log: Path) -> int:
-    print(f"{what} failed: see {log}", file=sys.stderr)
-    return 1
-
-
 def collect(args, ids: list[str], base: Path, overrides: list[str]) -> dict:
     """The result JSON: its record's figures under the keys committed results carry."""
-    controls = [_json(base / name / "eval_results.json") for name in control_dirs(args)]
+    controls = [read_json(base / name / "eval_results.json") for name in control_dirs(args)]
     controls = [c for c in controls if c.get("complete")] or controls[:1]
     before = controls[0]
     seeds, after_json = _seeds(args, ids, base)
@@ -304,7 +156,7 @@ def _seeds(args, ids: list[str], base: Path) -> tuple[list[dict], dict[int, dict
     """Each finished seed's row (outcomes, sampled pass@k, metrics per round, CPU kinds) and its eval JSON."""
     seeds, after_json = [], {}
     for s in args.seeds:
-        after = _json(base / f"seed{s}" / "after" / "eval_results.json")
+        after = read_json(base / f"seed{s}" / "after" / "eval_results.json")
         if not after.get("complete"):
             continue
         after_json[s] = after
@@ -315,7 +167,7 @@ def _seeds(args, ids: list[str], base: Path) -> tuple[list[dict], dict[int, dict
                 "per_problem_after": {i: after["per_problem"].get(i) for i in ids},
                 "sampled_pass_at_1_after": after.get("pass_at_k", {}).get("1"),
                 "pass_at_k_after": after.get("pass_at_k", {}),
-                "metrics_per_round": _per_round(base / f"seed{s}" / "run"),
+                "metrics_per_round": per_round(base / f"seed{s}" / "run"),
                 "cpu_kinds": machines(base / f"seed{s}"),
             }
         )
@@ -450,43 +302,6 @@ def _saved_config(run: Path) -> dict:
     return json.loads(json.dumps(saved).replace(str(REPO) + "/", ""))  # no path of this machine in a committed result
 
 
-def _per_round(run: Path) -> list[dict]:
-    keep = (
-        "round",
-        "reward/mean",
-        "reward/solve",
-        "train/groups",
-        "train/groups_used",
-        "train/steps",
-        "train/grad_norm",
-        "losses/total",
-        "reward/parse_failure_rate",
-        "time/round",
-        "train/recomputed",
-        "compute/generation_tokens",
-        "compute/update_tokens",
-        "tasks/found_problems",
-        "tasks/found_total",
-        "tasks/samples_phase_1",
-        "train/replayed_groups",
-        "train/supervised",
-        "selective/signal",
-        "eval/pass@1",
-        "time/phase_1_4",
-        "time/phase_5",
-        "time/consolidation",
-    )
-    prefixes = (
-        "consolidation/",
-        "agreement/",
-        "reward/parse_failure_rate_",
-        "tasks/signal_",
-        "tasks/groups_",
-        "reward/",
-    )  # per kind, and the labels' quality
-    return [{k: v for k, v in row.items() if k in keep or k.startswith(prefixes)} for row in read_jsonl(run / "metrics.jsonl")]
-
-
 def write_weights(args, base: Path) -> None:
     """Seed 0's last checkpoint as compact committed weights (once)."""
     from omegaconf import OmegaConf
@@ -517,65 +332,8 @@ def write_weights(args, base: Path) -> None:
             )
 
 
-def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--benchmark", choices=("mbpp", "humaneval"), default="mbpp")
-    p.add_argument("--model", default="smollm2")
-    p.add_argument("--problems", type=int, default=100)
-    p.add_argument("--rounds", type=int, default=3)
-    p.add_argument("--seeds", default="0,1", help="training seeds, comma separated")
-    p.add_argument("--split", choices=("tune", "report", "confirm", "no_example"), default="report")
-    p.add_argument(
-        "--recipe-commit", default=None, help="--split confirm: the commit that froze the recipe (an ancestor of HEAD)"
-    )
-    p.add_argument("--offset", type=int, default=0, help="skip the split's first problems")
-    p.add_argument("--n", type=int, default=16, help="samples per problem for pass@k before and after")
-    p.add_argument("--temperature", type=float, default=1.0, help="their temperature")
-    p.add_argument("--parallel", action="store_true", help="train all seeds at once (one thread each)")
-    p.add_argument(
-        "--control-repeats",
-        type=int,
-        default=3,
-        help="evaluations of the base model; problems whose greedy outcome differs between them are noise",
-    )
-    p.add_argument(
-        "--select-visible",
-        type=int,
-        default=0,
-        metavar="N",
-        help="also evaluate the control and seed 0 with --n N --select visible (filtered pass@1: `select_visible`)",
-    )
-    p.add_argument("--collect", action="store_true", help="only rebuild the JSON from the run folders")
-    # the run folders and result names keep the script's old name: committed results and resumed runs use them
-    p.add_argument("--runs-dir", default=str(REPO / "logs" / "bench" / "test_time_gain"))
-    p.add_argument("--output", default=None, help="default logs/bench/test_time_gain[_humaneval].json")
-    p.add_argument("--weights", default=None, help="seed 0's compact weights (default docs/results/weights/<benchmark>-seed0)")
-    p.add_argument(
-        "--curve", type=Path, default=None, help="a unified/eval/experiments/curve.py JSON of one of these seeds: kept as `curve`"
-    )
-    p.add_argument(
-        "--transfer",
-        type=Path,
-        default=None,
-        help="a unified/eval/experiments/transfer.py JSON of these weights: kept as `transfer`",
-    )
-    return p
-
-
-def _parse_args() -> tuple[argparse.Namespace, list[str]]:
-    """The flags (seeds as ints, the recipe's commit checked, the weights' folder filled in) and the key=value overrides."""
-    p = _parser()
-    args, overrides = p.parse_known_args()
-    if [o for o in overrides if "=" not in o]:
-        p.error(f"unknown argument(s) {[o for o in overrides if '=' not in o]}: extra arguments must be key=value overrides")
-    args.seeds = [int(s) for s in args.seeds.split(",")]
-    args.recipe_commit = frozen_recipe(args.split, args.recipe_commit)
-    args.weights = args.weights or str(REPO / "docs" / "results" / "weights" / f"{args.benchmark}-seed{args.seeds[0]}")
-    return args, overrides
-
-
 def main() -> int:
-    args, overrides = _parse_args()
+    args, overrides = parse_args(__doc__)
     ids = split_ids(args.split, args.benchmark)[args.offset : args.offset + args.problems]
     base = Path(args.runs_dir) / f"{args.benchmark}-{args.split}-{args.offset}+{len(ids)}x{args.rounds}"
     if not args.collect and (code := run_all(args, ids, base, overrides)) != 0:
@@ -585,14 +343,14 @@ def main() -> int:
     write_weights(args, base)
     result = attach(
         collect(args, ids, base, overrides),
-        curve=_json(args.curve) if args.curve else None,
-        transfer=_json(args.transfer) if args.transfer else None,
+        curve=read_json(args.curve) if args.curve else None,
+        transfer=read_json(args.transfer) if args.transfer else None,
     )
     result = with_plan(args, ids, base, result)
     suffix = "" if args.benchmark == "mbpp" else f"_{args.benchmark}"
     out = Path(args.output or REPO / "logs" / "bench" / f"test_time_gain{suffix}.json")
     Record.read(out.name, result).write(out, result)  # its figures recomputed from the outcomes, stamped
-    f = lambda v: "n/a" if v is None else f"{v:.3f}"  # noqa: E731
+    f = lambda v: "n/a" if v is None else f"{v:.3f}"
     print(
         f"greedy pass@1 control {f(result['control_pass_at_1_after'])} | after {f(result['pass_at_1_after'])} "
         f"(seeds {result['gain_per_seed']}) | flips +{result['flips_gained']}/-{result['flips_lost']} | "
