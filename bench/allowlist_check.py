@@ -29,6 +29,7 @@ from pathlib import Path
 from unified.benchmarks.hidden import evalplus_cases, hidden_calls, passes_hidden
 from unified.benchmarks.load import load_problems
 from unified.benchmarks.oracle import output_matches
+from unified.machine import cpu_info, git_commit
 from unified.sandbox import config as sandbox_config
 from unified.sandbox.executor import Executor, ExecutorConfig
 from unified.values import values_equal
@@ -86,6 +87,8 @@ def main() -> None:
         "what": "canonical solutions on every EvalPlus input, under the seccomp allowlist and without a filter",
         "command": f"python -m bench.allowlist_check --policy {args.policy}",
         "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+        "commit": git_commit(OUT.parents[2]),
+        "cpu": cpu_info(),
         "kernel": platform.release(),
         "python": platform.python_version(),
         "load_avg_1m": os.getloadavg()[0],
