@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 
 from unified.errors import UserError
-from unified.eval.experiments.record import UNKNOWN, Inconsistent, Record, settings, stated, write_json
+from unified.eval.experiments.record import REPO as REPO_ROOT
+from unified.eval.experiments.record import UNKNOWN, Inconsistent, Record, portable, settings, stated, write_json
 
 RESULTS = Path(__file__).resolve().parents[3] / "docs" / "results"
 CLAIMED = sorted(RESULTS.glob("test_time_gain*.json")) + sorted(RESULTS.glob("transfer*.json"))
@@ -169,3 +170,12 @@ def test_a_gain_result_without_a_finished_seed_still_writes(tmp_path):
     body = {"per_problem_before": {"a": 0.0}, "seeds": [], "complete": False}
     written = json.loads(Record.read("r.json", body).write(tmp_path / "r.json", body).read_text())
     assert written["seeds"] == [] and written["complete"] is False and "gain" not in written and written["settings"]["commit"]
+
+
+def test_a_command_line_names_no_path_of_this_machine():
+    """Result JSONs record their command; absolute paths in it become repo-relative, beside-the-repo
+    relative (`../runs/x`, where long runs live) or their last three folders."""
+    inside, beside = REPO_ROOT / "docs" / "results" / "x.json", REPO_ROOT.parent / "runs" / "tune" / "D"
+    assert portable(str(inside)) == "docs/results/x.json" and portable(f"--output={inside}") == "--output=docs/results/x.json"
+    assert portable(str(beside)) == "../runs/tune/D" and portable("/srv/a/b/c/d") == "b/c/d"
+    assert portable("--seeds") == "--seeds" and portable("pipeline.discovery_n=32") == "pipeline.discovery_n=32"

@@ -237,7 +237,24 @@ def command_line() -> str:
     """How this process was started: `python -m MODULE ARGS` (or `python SCRIPT ARGS`)."""
     spec = getattr(sys.modules.get("__main__"), "__spec__", None)
     head = f"python -m {spec.name}" if spec is not None and spec.name else f"python {repo_relative(sys.argv[0])}"
-    return " ".join([head, *sys.argv[1:]])
+    return " ".join([head, *(portable(a) for a in sys.argv[1:])])
+
+
+def portable(arg: str) -> str:
+    """One command-line word with no path of this machine: an absolute path (alone or after
+    `key=`) inside the repository becomes relative to it, one beside it relative to it too
+    (`../runs/x`), any other its last three folders."""
+    key, eq, value = arg.rpartition("=") if "=" in arg and not arg.startswith("/") else ("", "", arg)
+    if not value.startswith("/"):
+        return arg
+    path = Path(value).resolve()
+    if path.is_relative_to(REPO):
+        short = str(path.relative_to(REPO))
+    elif path.is_relative_to(REPO.parent):
+        short = f"../{path.relative_to(REPO.parent)}"
+    else:
+        short = "/".join(path.parts[-3:])
+    return f"{key}{eq}{short}"
 
 
 def with_settings(body: Mapping) -> dict:
