@@ -57,7 +57,7 @@ VALUES = {
     "pipeline.format_penalty": "0.0", "pipeline.format_penalty_when": "always", "pipeline.max_output_chars": "500", "pipeline.stop_at_answer": "false",
     "pipeline.selective_keep": "0.5", "pipeline.selective_floor": "0.5",
     "pipeline.constrain": "[deduction]", "pipeline.mix": "[solve:0.5,deduction:0.5]", "pipeline.solve_source": "both",
-    "pipeline.agreement_min_votes": "4", "pipeline.discovery_n": "16", "pipeline.discovery_rounds": "1", "pipeline.replay": "false",
+    "pipeline.agreement_min_votes": "4", "pipeline.discovery_n": "16", "pipeline.discovery_rounds": "2", "pipeline.replay": "true",
     "executor.backend": "ray", "executor.workers": "1", "executor.timeout_s": "1.0", "executor.memory_mb": "256",
     "executor.cpu_s": "3.0", "executor.max_output_bytes": "4096", "executor.banned_modules": "[socket,ctypes]",
     "executor.banned_calls": "[eval,exec]", "executor.ray_address": "auto", "executor.ray_max_retries": "1", "executor.wall_s": "5.0",

@@ -116,7 +116,7 @@ def test_the_root_config_restates_nothing():
 def test_a_restated_value_is_found():
     defaults = every_key(TrainConfig())
     assert restated({"rounds": 2, "save_every": 3}, defaults, "trainer.") == ["trainer.rounds: 2"]
-    assert restated({"pipeline": {"replay": True}}, defaults) == ["pipeline.replay: True"]
+    assert restated({"pipeline": {"replay": False}}, defaults) == ["pipeline.replay: False"]
 
 
 def test_the_classes_are_the_default_config():

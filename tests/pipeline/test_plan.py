@@ -18,13 +18,14 @@ IDS = ["P/1", "P/2", "P/3"]
 
 def test_a_plan_derives_every_seed_once_and_each_lever_from_the_state():
     cfg = TrainConfig(seed=7)
+    cfg = replace(cfg, pipeline=replace(cfg.pipeline, discovery_rounds=0, replay=True))  # every lever on, every round
     state = RunState(found={"P/1": A, "P/9": B})
     plan = plan_round(state, cfg, IDS, 3)
     assert plan.round_index == 3 and plan.seed == 7 * 100_003 + 3 and plan.sampling.seed == plan.seed * 7919
     assert plan.sampling.n == cfg.rollout.n and plan.problems == tuple(IDS) and plan.skipped == ()
     assert plan.samples == {"P/1": cfg.pipeline.num_programs, "P/2": 32, "P/3": 32}  # discovery: found gets the group size
     assert plan.replay == {"P/1": A} and plan.supervised == {"P/1": A}  # only the drawn problems' answers
-    assert plan.evaluate and not plan.consolidate
+    assert plan.evaluate and plan.consolidate  # consolidation: on by default (8 passes)
 
 
 def test_each_lever_off_is_its_own_field():
@@ -45,7 +46,9 @@ def test_the_budget_can_hold_in_the_first_rounds_only():
     cfg = replace(cfg, pipeline=replace(cfg.pipeline, discovery_rounds=1))
     assert plan_round(RunState(), cfg, IDS, 1).samples == {pid: 32 for pid in IDS}
     assert plan_round(RunState(), cfg, IDS, 2).samples is None  # groups of num_programs from round 2 on
-    assert plan_round(RunState(), TrainConfig(), IDS, 5).samples == {pid: 32 for pid in IDS}  # 0: every round
+    every = replace(cfg, pipeline=replace(cfg.pipeline, discovery_rounds=0))
+    assert plan_round(RunState(), every, IDS, 5).samples == {pid: 32 for pid in IDS}  # 0: every round
+    assert TrainConfig().pipeline.discovery_rounds == 1  # the default: one wide search, in round 1
 
 
 def test_a_silent_problem_is_drawn_by_the_selection_rule():

@@ -88,16 +88,15 @@ class PipelineConfig:
     selective_keep: float = 1.0
     selective_floor: float = 0.25
     # discovery (pipeline/discovery.py): phase 1 samples `discovery_n` programs for a problem no sample has
-    # passed the visible example of yet (0: `num_programs` for every problem); groups larger than the group
-    # size train on its max-variance subset; `replay` offers each problem's newest passing answer to its
-    # later groups where no fresh sample passes (off-policy, under the PPO clip). The default since 2026-11-28
-    # (with algorithm.sft_coef=1.0): on the 100 report problems it beat groups of 8 alone, paired, at 3 seeds
-    # (docs/discovery.md); discovery_n=0 replay=false sft_coef=0 is the earlier default at ~0.35x the tokens
+    # passed the visible example of yet (0: `num_programs` for every problem) in the first `discovery_rounds`
+    # rounds (0: every round); groups larger than the group size train on its max-variance subset; `replay`
+    # offers each problem's newest passing answer to its later groups where no fresh sample passes
+    # (off-policy, under the PPO clip). The default since 2026-11-29, decided on the tune split with
+    # algorithm.consolidate_passes=8 (docs/discovery.md): one wide search in round 1, then groups of
+    # `num_programs` while consolidation keeps what it found; no replay (consolidation trains found answers)
     discovery_n: int = 32
-    # the budget holds in the first `discovery_rounds` rounds only (0: every round), e.g. 1: one wide
-    # search, then groups of `num_programs` (consolidation keeps what the search found)
-    discovery_rounds: int = 0
-    replay: bool = True
+    discovery_rounds: int = 1
+    replay: bool = False
 
     def __post_init__(self):  # a derived field still None is skipped: schema.derive fills it and this runs again
         for key in ("mix", "kinds", "constrain"):

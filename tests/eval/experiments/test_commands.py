@@ -12,7 +12,12 @@ import pytest
 import unified.eval.experiments as experiments
 
 REPO = Path(__file__).resolve().parents[3]
-LIBRARY = {"record", "planned"}  # modules of the package that are no command (planned: gain's analysis keys)
+LIBRARY = {
+    "record",
+    "planned",
+    "gain_args",
+    "gain_jobs",
+}  # modules that are no command (planned, gain_args, gain_jobs: parts of gain)
 COMMANDS = sorted(m.name for m in pkgutil.iter_modules(experiments.__path__) if m.name not in LIBRARY)
 
 

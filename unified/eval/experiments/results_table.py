@@ -126,7 +126,7 @@ def table(folder: Path) -> str:
 # HEADLINE_BEGIN and HEADLINE_END, written by `--write README.md`.
 HEADLINE = (
     (
-        "the default: the self-play mix, groups of 8, 32 samples where none passed yet, replay, the supervised term (3 seeds, AMD EPYC)",
+        "the default 2026-11-28/29: the self-play mix, groups of 8, 32 samples where none passed yet, replay, the supervised term (3 seeds, AMD EPYC)",
         "test_time_gain.json",
     ),
     (
