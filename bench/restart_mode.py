@@ -2,7 +2,8 @@
 
 No resident engine: every phase writes the current weights to a temporary folder, starts
 a fresh engine on them (warm-up included, as the old design paid it too), and tears it
-down afterwards. Phase 5's pushes go into that phase's engine. Run exactly like
+down afterwards (consolidation, on by default, gets one of its own). Phase 5's pushes go into
+that phase's engine. Run exactly like
 `train_unified.py`:
 
     python -m bench.restart_mode --benchmark mbpp --problems 4 --rounds 2 --output-dir DIR
@@ -17,6 +18,7 @@ from contextlib import contextmanager
 import torch.distributed as dist
 
 import unified.run.components as components
+import unified.run.consolidation as consolidation
 import unified.run.loop as loop
 import unified.run.measure as measure
 
@@ -54,7 +56,8 @@ def close_keeping_process_group(engine) -> None:
 
 def main() -> int:
     components.resident_engine = lambda *args, **kwargs: None  # no engine outlives a phase
-    loop.phase_engine = measure.phase_engine = fresh_engine_per_phase  # the final evaluation too
+    # every phase that generates, consolidation's greedy answers and the final evaluation too
+    loop.phase_engine = measure.phase_engine = consolidation.phase_engine = fresh_engine_per_phase
     from train_unified import main as train_main
 
     return train_main()

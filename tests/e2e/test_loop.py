@@ -89,10 +89,11 @@ def test_round_without_valid_tasks_skips_phase_5_and_says_so(tmp_path):
 
 def test_restart_mode_rebuilds_engines_per_phase_and_still_trains(tmp_path):
     """bench/restart_mode.py (the old design, for bench/round_time.py): a fresh engine for
-    phases 1-4 and another for phase 5 every round, torn down without breaking FSDP."""
+    phases 1-4, another for phase 5 and one for consolidation every round, torn down without
+    breaking FSDP."""
     proc = run(tmp_path, "--rounds", "2", script="-m bench.restart_mode")
     rows = [json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]
-    assert [r["engine/creations"] for r in rows] == [2, 4]
+    assert [r["engine/creations"] for r in rows] == [3, 6]  # phases 1-4, phase 5, consolidation
     assert rows[-1]["weights/version"] >= 2 and rows[-1]["engine/failed_pushes"] == 0
     assert_trained(tmp_path)
     assert "final pass@1" in proc.stdout  # the final evaluation got its own engine too
