@@ -19,7 +19,9 @@ _preadv, _getrusage = os.preadv, resource.getrusage  # before the guards
 
 class Meter:
     """Reads into one fixed buffer (zeroed by `scrub` before each fork: the counters are totals
-    over every earlier call), never into a new bytes object."""
+    over every earlier call), never into a new bytes object, and parses the digits where they
+    lie (`int()` of a view copies it into a bytes object first, whose freed block would keep
+    the cgroup's CPU total for the next call to find)."""
 
     def __init__(self, fds: dict, cpu_format: str):
         self.cpu_fd, self.oom_fd = fds.get("cpu", -1), fds.get("oom", -1)
@@ -28,10 +30,24 @@ class Meter:
         self.buffer = bytearray(4096)
         self.view, self.zeros = memoryview(self.buffer), memoryview(bytes(4096))
 
-    def _read(self, fd: int):
-        """The file's text, as a view of the buffer (valid until the next read)."""
-        n = _preadv(fd, (self.view,), 0)
-        return self.view[:n]
+    def _read(self, fd: int) -> int:
+        """The file's text into the buffer; its length."""
+        return _preadv(fd, (self.view,), 0)
+
+    def _number(self, key: bytes, end: int) -> int:
+        """The decimal number after `key` in the buffer's first `end` bytes (b"" : at its start),
+        0 if absent."""
+        at = 0
+        if key:
+            at = self.buffer.find(key, 0, end)
+            if at < 0:
+                return 0
+            at += len(key)
+        value, buffer = 0, self.buffer
+        while at < end and 48 <= buffer[at] <= 57:
+            value = value * 10 + buffer[at] - 48
+            at += 1
+        return value
 
     def scrub(self) -> None:
         self.view[:] = self.zeros
@@ -42,21 +58,14 @@ class Meter:
             usage = _getrusage(resource.RUSAGE_CHILDREN)
             return usage.ru_utime + usage.ru_stime
         own = _getrusage(resource.RUSAGE_SELF)
-        text = self._read(self.cpu_fd)
+        end = self._read(self.cpu_fd)
         if self.cpu_format == "ns":
-            total = int(text) / 1e9
+            total = self._number(b"", end) / 1e9
         else:  # cgroup v2 cpu.stat: "usage_usec N" first
-            at = self.buffer.find(b"usage_usec ") + len(b"usage_usec ")
-            total = int(text[at : self.buffer.find(b"\n", at)]) / 1e6
+            total = self._number(b"usage_usec ", end) / 1e6
         return total - own.ru_utime - own.ru_stime
 
     def oom_kills(self) -> int:
         if self.oom_fd < 0:
             return 0
-        text = self._read(self.oom_fd)
-        at = self.buffer.find(b"\noom_kill ", 0, len(text))
-        if at < 0:
-            return 0
-        at += len(b"\noom_kill ")
-        end = self.buffer.find(b"\n", at, len(text))
-        return int(text[at : end if end >= 0 else len(text)])
+        return self._number(b"\noom_kill ", self._read(self.oom_fd))

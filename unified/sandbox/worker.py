@@ -39,9 +39,12 @@ the child's message is read into ONE fixed buffer, the reply's header written in
 frame sent from it, and the buffer is zeroed after (no bytes object ever holds a reply: the
 old loop left 4 copies of a reply's value in freed memory, and its live locals held the last
 raw reply); the CPU and OOM baselines are read after the fork, into the meter's own fixed
-buffer (`sandbox.meter`), so no child holds a total; and `_scrub` overwrites what the call's
-numbers left in freed objects (the float free list; ints and small texts by allocating the
-same sizes again, which reuses the blocks freed last) with constants.
+buffer (`sandbox.meter`, which parses the digits in place), so no child holds a total; and
+`_scrub`, just before each fork, overwrites what the call's numbers left in freed objects with
+constants: every freed float (the zygote forks with the float free list empty, so a call's path
+frees its floats into that list, and the scrub takes them all back), the header's text (made
+again from zeros: the same sizes, so the same blocks), and ints by allocating as many again
+(which takes the blocks freed last). The only text a call's path makes is that header.
 
 Protocol: requests arrive on fd 0 (4-byte big-endian length + marshal, from the trusted
 parent); replies leave on a copy of fd 1, framed the same way (fd 1 itself is /dev/null so
@@ -83,11 +86,12 @@ POLL_S = 0.05  # how often a running call's cgroup is checked (CPU of the tree, 
 # b"<wait status> <cpu s> <wall s> <verdict>\n"; the frame is 4 bytes of length, this, the message.
 HEAD = b"%11d %17.6f %17.6f %-6s\n"
 BODY = 4 + len(HEAD % (0, 0.0, 0.0, b"-"))  # where the child's message starts in the frame buffer
-# CPython's float free list holds at most 100 (3.11, 3.12): past it, freed floats go back to the
-# allocator's 32-byte blocks, as ints do; allocating 4x as many reuses those freed last as well
-SCRUB_FLOATS = 400
+# CPython's float free list holds at most 100 (3.11, 3.12; past it a freed float goes back to the
+# allocator's 32-byte blocks, as ints do, where the next allocation may not take it). The zygote
+# forks with that list EMPTY (`_scrub` keeps 100 constants alive), so every float a call's path
+# frees lands in the list (its path never holds 100 at once) and the next scrub takes them all.
+SCRUB_FLOATS = 100
 SCRUB_INTS = 256  # ints (and anything else of 32 bytes) freed last by a call's path
-SCRUB_TEXTS, SCRUB_EACH = tuple(range(0, 256, 8)), 2  # bytes objects of each small size class
 _pack_into = struct.pack_into
 
 
@@ -146,6 +150,7 @@ class Zygote:
         self.frame = bytearray(BODY + self.max_message + 1)
         self.view, self.zeros = memoryview(self.frame), memoryview(bytes(len(self.frame)))
         self.used, self.one, self.zero, self.big, self.fd_out = BODY, bytearray(1), 0.0, 1 << 29, -1
+        self.floats = None
         self.world.lock()  # the seccomp filter: from here on, for this process and every call
         self.iso.update({k: str(int(v)) for k, v in self.world.report.items()} | {"tree_cpu": str(int(self.meter.tree))})
         gc.collect()
@@ -166,6 +171,7 @@ class Zygote:
         while True:
             enter()
             r, w = pipe()
+            scrub()
             pid = fork()
             if pid == 0:
                 close(r)
@@ -176,7 +182,6 @@ class Zygote:
             if not call(pid, r):  # the child found no request: the parent closed the pool
                 return
             pid = r = w = 0  # the call's process number is freed here, before `scrub` overwrites it
-            scrub()
 
     def _call(self, pid: int, r: int) -> bool:
         """One call, from the fork to the reply (steps 2-4); False when none came. The
@@ -214,18 +219,19 @@ class Zygote:
             done += OS.write(self.fd_out, view[done : size + 4])
 
     def _scrub(self) -> None:
-        """Before the next fork: zero what the fixed buffers held, and overwrite the freed
-        objects the call's numbers and texts left (floats: the interpreter's free list, the
-        rest: allocation reuses the blocks freed last) with constants made the same way."""
+        """Just before each fork: zero what the fixed buffers held, and overwrite the freed
+        objects the call's numbers and header left with constants made the same way (floats:
+        every entry of the interpreter's free list, which is then left empty; the rest:
+        allocation reuses the blocks freed last)."""
         used, self.used = self.used, BODY
         self.view[:used] = self.zeros[:used]
         self.meter.scrub()
         head = HEAD % (0, 0.0, 0.0, b"-")
         zero, big = self.zero, self.big
-        floats = [zero * 1.0 for _ in range(SCRUB_FLOATS)]
+        self.floats = None  # its constants go back first (to the free list, and past 100 to blocks)...
+        self.floats = [zero * 1.0 for _ in range(SCRUB_FLOATS)]  # ...then the free list is emptied
         ints = [big + 0 for _ in range(SCRUB_INTS)]
-        texts = [bytes(k) for k in SCRUB_TEXTS for _ in range(SCRUB_EACH)]
-        del head, floats, ints, texts, used
+        del head, ints, used
 
     def _clean(self) -> None:
         """After the reply: the call's /tmp goes (unmounted; without root, emptied)."""
