@@ -106,7 +106,7 @@ def _curve_panel(ax, seeds: dict[int, list[tuple[int, float]]], control: float, 
     ax.set_xticks(sorted({k for points in seeds.values() for k, _ in points}))
     ax.set_xlabel("rounds trained")
     ax.set_ylabel("greedy pass@1 (hidden tests)")
-    ax.set_title(f"{name}: each seed's run after each round", fontsize=9)
+    ax.set_title(f"{name}:\neach seed's run after each round", fontsize=9)
     ax.legend(loc="lower right", fontsize=8)
 
 
