@@ -32,7 +32,8 @@ from unified.models import smollm2  # noqa: E402
 from unified.trainer.batching import collate  # noqa: E402
 from unified.trainer.distributed import init_distributed, resolve_dtype  # noqa: E402
 from unified.trainer.frozen_cast import release_frozen_weights  # noqa: E402
-from unified.trainer.policy import build_policy, token_logprobs_and_entropy  # noqa: E402
+from unified.trainer.policy import build_policy  # noqa: E402
+from unified.trainer.logprobs import token_logprobs_and_entropy
 from unified.trainer.tuning import TuningConfig  # noqa: E402
 from unified.types import Sample  # noqa: E402
 

@@ -17,7 +17,8 @@ from unified.models.tiny_model import default_model_dir
 from unified.trainer.batching import collate
 from unified.trainer.distributed import init_distributed
 from unified.trainer.engine import SamplingConfig, build_engine
-from unified.trainer.policy import build_policy, token_logprobs_and_entropy
+from unified.trainer.policy import build_policy
+from unified.trainer.logprobs import token_logprobs_and_entropy
 from unified.types import Sample
 
 PROMPTS = ["def add(a, b):", [{"role": "user", "content": "Write a function that reverses a list."}]]

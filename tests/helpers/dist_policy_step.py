@@ -29,7 +29,8 @@ def train(steps: int, device: str = "cpu", dtype: str = "float32") -> dict:
     from unified.trainer.distributed import init_distributed
     from unified.trainer.config import AlgorithmConfig
     from unified.trainer.losses import ppo_loss
-    from unified.trainer.policy import build_policy, token_logprobs_and_entropy
+    from unified.trainer.policy import build_policy
+    from unified.trainer.logprobs import token_logprobs_and_entropy
 
     info = init_distributed(device)
     policy = build_policy(str(default_model_dir()), device=info.device, dtype=dtype)

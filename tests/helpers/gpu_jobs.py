@@ -43,7 +43,7 @@ def _hf_engine(dtype: str):
 def _logprob_gap(policy, completions, temperature: float = 1.0) -> float:
     """Largest |policy log-prob - engine log-prob| over the engine's own tokens."""
     from unified.trainer.batching import collate
-    from unified.trainer.policy import token_logprobs_and_entropy
+    from unified.trainer.logprobs import token_logprobs_and_entropy
     from unified.types import Sample
 
     samples = [Sample(c.prompt_token_ids, c.token_ids, c.logprobs, 0.0, 0, c.version) for c in completions]

@@ -14,7 +14,8 @@ from unified.models import smollm2
 from unified.trainer.batching import collate
 from unified.trainer.distributed import init_distributed
 from unified.trainer.engine import SamplingConfig, build_engine
-from unified.trainer.policy import build_policy, token_logprobs_and_entropy
+from unified.trainer.policy import build_policy
+from unified.trainer.logprobs import token_logprobs_and_entropy
 from unified.trainer.tuning import TuningConfig
 from unified.types import Sample
 

@@ -16,7 +16,8 @@ from unified.trainer.aggregator import Aggregator, build_aggregator
 from unified.trainer.batching import collate
 from unified.trainer.distributed import init_distributed
 from unified.trainer.engine import PushResult, SamplingConfig
-from unified.trainer.policy import build_policy, token_logprobs_and_entropy
+from unified.trainer.policy import build_policy
+from unified.trainer.logprobs import token_logprobs_and_entropy
 from unified.trainer.config import AlgorithmConfig
 from unified.trainer.update import push_weights, train_on_samples
 from unified.types import Sample

@@ -20,7 +20,8 @@ from unified.trainer import distributed
 from unified.trainer.aggregator import build_aggregator
 from unified.trainer.batching import collate
 from unified.trainer.distributed import cpu_has_bf16, init_distributed, resolve_dtype
-from unified.trainer.policy import build_policy, token_logprobs_and_entropy
+from unified.trainer.policy import build_policy
+from unified.trainer.logprobs import token_logprobs_and_entropy
 from unified.trainer.update import train_on_samples
 from unified.types import Sample
 

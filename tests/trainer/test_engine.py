@@ -11,7 +11,8 @@ from unified.models.tiny_model import default_model_dir
 from unified.trainer import engine as engine_mod
 from unified.trainer.batching import collate
 from unified.trainer.engine import SamplingConfig, build_engine, engine_creations
-from unified.trainer.policy import build_policy, token_logprobs_and_entropy
+from unified.trainer.policy import build_policy
+from unified.trainer.logprobs import token_logprobs_and_entropy
 from unified.types import Completion, Sample
 
 PROMPTS = ["def add(a, b):", [{"role": "user", "content": "Write a function that reverses a list."}]]

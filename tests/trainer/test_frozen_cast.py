@@ -10,7 +10,8 @@ from unified.models.tiny_model import default_model_dir
 from unified.trainer.batching import collate
 from unified.trainer.distributed import init_distributed
 from unified.trainer.frozen_cast import hold_frozen_weights, release_frozen_weights
-from unified.trainer.policy import build_policy, token_logprobs_and_entropy
+from unified.trainer.policy import build_policy
+from unified.trainer.logprobs import token_logprobs_and_entropy
 from unified.trainer.tuning import TuningConfig
 from unified.types import Sample
 

@@ -93,7 +93,8 @@ def test_loss_positive_advantage_raises_sampled_token_logprob(estimator):
     from unified.models.tiny_model import default_model_dir
     from unified.trainer.batching import collate
     from unified.trainer.distributed import init_distributed
-    from unified.trainer.policy import build_policy, token_logprobs_and_entropy
+    from unified.trainer.policy import build_policy
+    from unified.trainer.logprobs import token_logprobs_and_entropy
     from unified.types import Sample
 
     info = init_distributed("cpu")

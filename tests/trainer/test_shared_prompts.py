@@ -11,7 +11,8 @@ from unified.trainer import update
 from unified.trainer.batching import collate
 from unified.trainer.config import AlgorithmConfig
 from unified.trainer.distributed import init_distributed
-from unified.trainer.policy import build_policy, token_logprobs_and_entropy
+from unified.trainer.policy import build_policy
+from unified.trainer.logprobs import token_logprobs_and_entropy
 from unified.trainer.tuning import TuningConfig
 from unified.types import Sample
 

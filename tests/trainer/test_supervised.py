@@ -14,7 +14,8 @@ from unified.trainer.aggregator import build_aggregator
 from unified.trainer.batching import collate
 from unified.trainer.config import AlgorithmConfig
 from unified.trainer.distributed import init_distributed
-from unified.trainer.policy import build_policy, token_logprobs_and_entropy
+from unified.trainer.policy import build_policy
+from unified.trainer.logprobs import token_logprobs_and_entropy
 from unified.trainer.update import spread, train_on_samples, trainable
 from unified.types import Sample
 

@@ -8,11 +8,12 @@ import pytest
 import torch
 
 from unified.models.tiny_model import default_model_dir
-from unified.trainer import policy as policy_mod
+from unified.trainer import logprobs as logprobs_mod
 from unified.trainer import vocab
 from unified.trainer.batching import collate
 from unified.trainer.distributed import init_distributed
-from unified.trainer.policy import build_policy, token_logprobs_and_entropy
+from unified.trainer.policy import build_policy
+from unified.trainer.logprobs import token_logprobs_and_entropy
 from unified.trainer.tuning import TuningConfig
 from unified.types import Sample
 
@@ -88,7 +89,7 @@ def test_policy_logprobs_through_hidden_states_equal_the_full_forwards(method, d
 
     def reference():
         r = batch.response_mask.shape[1]
-        logits = policy_mod._answer_states(policy.module, batch.input_ids, batch.attention_mask, r, False, hidden=False) / 0.8
+        logits = logprobs_mod._answer_states(policy.module, batch.input_ids, batch.attention_mask, r, False, hidden=False) / 0.8
         return torch.log_softmax(logits, -1).gather(-1, batch.input_ids[:, -r:, None]).squeeze(-1)
 
     fused, g_fused = grads_of(

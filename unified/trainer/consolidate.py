@@ -32,7 +32,8 @@ from unified.trainer.batching import MicroBatch, collate, dummy_batch
 from unified.trainer.config import AlgorithmConfig
 from unified.trainer.distributed import all_reduce_int
 from unified.trainer.engine import Engine
-from unified.trainer.policy import Policy, answer_logits, token_logprobs_and_entropy
+from unified.trainer.policy import Policy
+from unified.trainer.logprobs import answer_logits, token_logprobs_and_entropy
 from unified.trainer.update import Turns, push_weights
 from unified.types import Sample
 

@@ -33,7 +33,8 @@ from unified.trainer.distributed import all_reduce_int
 from unified.trainer.engine import Engine, PushResult
 from unified.trainer.frozen_prefix import PrefixCache, prefix_blocks
 from unified.trainer.losses import compute_advantages, ppo_loss
-from unified.trainer.policy import Policy, token_logprobs_and_entropy
+from unified.trainer.policy import Policy
+from unified.trainer.logprobs import token_logprobs_and_entropy
 from unified.trainer.update_stats import UpdateStats, token_weighted_mean
 from unified.types import Sample
 
