@@ -47,7 +47,7 @@ def f():
 # one byte from an unmapped page answers EFAULT), and finds (a) copies of a secret, known
 # here only as its first bytes and the rest XOR 0x5A (a count), and (b) the doubles within
 # 5e-7 of a reported time that are not the reported (rounded) value itself (their values:
-# the runtime's own data holds a few hundred doubles in the range of a short call's times,
+# the runtime's own data holds doubles in the range of a short call's times (static tables),
 # so `_found` keeps only those that a fresh pool, which never ran the call, does not hold).
 MEMORY = """
 import ctypes, os, struct
