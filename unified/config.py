@@ -71,7 +71,10 @@ def _unknown_key(key: str, overrides: Sequence[str]) -> str:
     old = next((k for k in RENAMED if key in (k, k.rsplit(".", 1)[-1])), None)  # with or without its group
     if old is not None:
         return f"{old} was renamed: use {RENAMED[old]}" + (f"={value}" if value != "VALUE" else " instead")
-    leaf = key.rsplit(".", 1)[-1]
+    leaf, group = key.rsplit(".", 1)[-1], key.split(".", 1)[0]
+    if group in GROUPS and "." in key and (leaf in ("name", "type") or value in _group_options(group)):
+        # `algorithm.name=rloo`: a group's option chosen as if it were a key
+        return f"unknown config key {key!r}: {group} is a config group, chosen as {group}=NAME (one of {', '.join(_group_options(group))})"
     known = [k for k in _default_keys() if k.rsplit(".", 1)[-1] == leaf and k != key]
     flags = {k: f"--{f.replace('_', '-')}" for f, k in _flag_keys().items()}
     if known:

@@ -30,6 +30,8 @@ CASES = {
     "missing resume checkpoint": (["--resume", "/no/such/ckpt"], "no such checkpoint"),
     "zero save-every": (["--save-every", "0"], "--save-every must be a whole number >= 1"),
     "key without its group": (["rounds=1"], "did you mean trainer.rounds=1 (or --rounds 1)"),
+    "a group's option as a key": (["algorithm.name=rloo"], "algorithm is a config group, chosen as algorithm=NAME (one of grpo"),
+    "a group's option under another key": (["model.kind=tiny"], "model is a config group, chosen as model=NAME"),
     "value of the wrong type": (["trainer.rounds=two"], "trainer.rounds='two' is not valid"),
     "a key added with +": (["+trainer.roundz=1"], "unknown config key 'trainer.roundz'"),
     "a schema check": (["tuning.method=qlora"], "tuning.method must be one of"),
