@@ -11,7 +11,9 @@ from __future__ import annotations
 import ast
 import fnmatch
 import marshal
+import re
 import sys
+import warnings
 
 from unified.sandbox.exec_types import ExecCall, ExecResult
 from unified.sandbox.rules import DETERMINISM_MODULES, SandboxRules, scan
@@ -19,6 +21,10 @@ from unified.values import LiteralError, from_literal, to_literal
 
 MAX_CODE_CHARS = 1_000_000
 USER_FILE = "<sandbox>"  # the program's co_filename: how the guards recognise its frames
+# The compiler's warnings on a generated program ("'int' object is not subscriptable; perhaps
+# you missed a comma?") are about the model's code, not the user's: they stay out of the run's
+# log (hundreds a round), and the call still runs and fails as it would.
+warnings.filterwarnings("ignore", category=SyntaxWarning, module=re.escape(USER_FILE))
 # `globals` stays banned statically only: a stub would answer its own globals to the stdlib.
 _BUILTIN_STUBS = ("eval", "exec", "compile", "breakpoint", "input", "exit", "quit", "help")
 # raise only when the program calls them: threading and random register fork handlers as they
@@ -100,7 +106,7 @@ class Precheck:
             return None
         if code not in self._twice:
             try:
-                reason = scan(ast.parse(code), self.twice)
+                reason = scan(ast.parse(code, USER_FILE), self.twice)
             except (SyntaxError, ValueError, RecursionError, MemoryError):
                 reason = None  # the ordinary check says what is wrong with it
             if len(self._twice) > 20_000:
@@ -114,7 +120,7 @@ class Precheck:
         if not isinstance(code, str) or len(code) > MAX_CODE_CHARS:
             return ExecResult("error", error=f"ValueError: code must be a str of at most {MAX_CODE_CHARS} chars")
         try:
-            tree = ast.parse(code)
+            tree = ast.parse(code, USER_FILE)
             reason = scan(tree, self.policy)
             program = ExecResult("banned", error=reason) if reason else compile(tree, USER_FILE, "exec", dont_inherit=True)
         except SyntaxError as e:
