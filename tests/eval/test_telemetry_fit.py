@@ -61,6 +61,19 @@ def test_scalerl_fit_recovers_known_parameters():
     assert fit["r0"] == pytest.approx(0.12, abs=1e-3) and fit["a"] == pytest.approx(0.42, abs=1e-3)
     assert fit["c_mid"] == pytest.approx(50.0, rel=1e-2) and fit["b"] == pytest.approx(1.3, rel=1e-2)
     assert set(fit_metrics("mbpp", fit)) == {f"eval/mbpp/fit_{k}" for k in ("r0", "a", "c_mid", "b", "loss")}
+    assert fit["covariance_estimated"] is True
+
+
+def test_a_fit_through_as_many_points_as_parameters_says_so_without_a_warning():
+    """4 evaluations (the confirm run's 3 rounds + the end) fit the 4 parameters exactly: scipy
+    cannot estimate their covariance and warned on stderr; the result says it instead."""
+    import warnings
+
+    c = [1.0, 100.0, 200.0, 300.0]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # any warning fails the test
+        fit = fit_scalerl(c, [0.05, 0.06, 0.09, 0.1])
+    assert fit["fitted"] and fit["covariance_estimated"] is False
 
 
 @pytest.mark.parametrize("points, reason", [(([1, 2, 3], [0.1, 0.2, 0.3]), "at least 4"), (([1, 2, 3, 4], [0.2] * 4), "flat")])

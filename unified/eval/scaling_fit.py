@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import math
+import warnings
 from pathlib import Path
 from typing import Sequence
 
@@ -41,19 +42,25 @@ def fit_scalerl(compute: Sequence[float], pass_at_1: Sequence[float]) -> dict:
     positive = c[c > 0]
     if positive.size < 2:
         return {"fitted": False, "reason": "fewer than 2 points with compute > 0"}
-    from scipy.optimize import curve_fit
+    from scipy.optimize import OptimizeWarning, curve_fit
 
     lo_c, hi_c = float(positive.min()) / 100, float(positive.max()) * 100
     p0 = [float(r[0]), float(r.max()), float(np.median(positive)), 1.0]
     bounds = ([0.0, 0.0, lo_c, 0.05], [1.0, 1.0, hi_c, 20.0])
     p0 = [min(max(v, lo), hi) for v, lo, hi in zip(p0, *bounds)]
     try:
-        params, _ = curve_fit(scalerl_curve, c, r, p0=p0, bounds=bounds, maxfev=20000)
+        with warnings.catch_warnings():  # few points: no covariance, said in the result, not on stderr
+            warnings.simplefilter("ignore", OptimizeWarning)
+            params, cov = curve_fit(scalerl_curve, c, r, p0=p0, bounds=bounds, maxfev=20000)
     except (RuntimeError, ValueError) as exc:
         return {"fitted": False, "reason": f"curve_fit did not converge ({exc})"}
     loss = float(np.mean((scalerl_curve(c, *params) - r) ** 2))
     r0, a, c_mid, b = (float(x) for x in params)
-    return {"fitted": True, "r0": r0, "a": a, "c_mid": c_mid, "b": b, "loss": loss, "n_points": len(points)}
+    return {
+        "fitted": True,
+        **{"r0": r0, "a": a, "c_mid": c_mid, "b": b, "loss": loss, "n_points": len(points)},
+        "covariance_estimated": bool(np.all(np.isfinite(cov))),  # False: as many points as parameters, or fewer
+    }
 
 
 def fit_metrics(benchmark: str, fit: dict) -> dict[str, float]:
