@@ -23,7 +23,7 @@ MAX_CODE_CHARS = 1_000_000
 USER_FILE = "<sandbox>"  # the program's co_filename: how the guards recognise its frames
 # The compiler's warnings on a generated program ("'int' object is not subscriptable; perhaps
 # you missed a comma?") are about the model's code, not the user's: they stay out of the run's
-# log (hundreds a round), and the call still runs and fails as it would.
+# log (3-24 lines a seed in the confirm run), and the call still runs and fails as it would.
 warnings.filterwarnings("ignore", category=SyntaxWarning, module=re.escape(USER_FILE))
 # `globals` stays banned statically only: a stub would answer its own globals to the stdlib.
 _BUILTIN_STUBS = ("eval", "exec", "compile", "breakpoint", "input", "exit", "quit", "help")
