@@ -41,6 +41,28 @@ def test_a_row_is_recomputed_from_the_outcomes():
     assert cells[8] == "[+0.010, +0.200]"
 
 
+@pytest.mark.parametrize(
+    ("pipeline", "algorithm", "recipe"),
+    [
+        (
+            {"discovery_n": 32, "discovery_rounds": 1},
+            {"sft_coef": 1.0, "consolidate_passes": 8},
+            "solve, discovery 32 in round 1 + supervised term 1 + consolidation (8 passes)",
+        ),
+        (
+            {"discovery_n": 32, "discovery_rounds": 2, "replay": True},
+            {"consolidate_passes": 0},
+            "solve, discovery 32 in rounds 1-2 + replay",
+        ),
+        ({"discovery_n": 32, "discovery_rounds": 0}, {}, "solve, discovery 32"),  # 0: every round
+        ({"discovery_n": 0, "discovery_rounds": 1}, {}, "solve"),  # no budget: nothing to say of its rounds
+    ],
+)
+def test_the_recipe_names_the_search_rounds_and_consolidation(pipeline, algorithm, recipe):
+    body = {"settings": {"train_config": {"pipeline": {"kinds": ["solve"], **pipeline}, "algorithm": algorithm}}}
+    assert rt._recipe(body) == recipe
+
+
 def test_noisy_problems_are_left_out_like_the_bench_does():
     body = _result([0, 0, 0, 0], [[1, 1, 0, 0]])
     body["noisy_problems"] = ["P/0"]

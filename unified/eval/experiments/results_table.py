@@ -42,10 +42,14 @@ def _recipe(body: dict) -> str:
     kinds = " + ".join(m.replace(":", " ") for m in pipeline.get("mix") or []) or " + ".join(pipeline.get("kinds") or [])
     source = pipeline.get("solve_source") or "visible"
     discovery = f", discovery {pipeline['discovery_n']}" if pipeline.get("discovery_n") else ""
+    rounds = pipeline.get("discovery_rounds") or 0  # 0 or absent: the budget every round
+    discovery += f" in round{'s 1-' if rounds > 1 else ' '}{rounds}" if discovery and rounds else ""
     replay = " + replay" if pipeline.get("replay") else ""
     algorithm = (settings.get("train_config") or {}).get("algorithm") or {}
     supervised = f" + supervised term {algorithm['sft_coef']:g}" if algorithm.get("sft_coef") else ""
-    return kinds + ("" if source == "visible" else f", {source} labels") + discovery + replay + supervised
+    passes = algorithm.get("consolidate_passes")
+    consolidation = f" + consolidation ({passes} passes)" if passes else ""
+    return kinds + ("" if source == "visible" else f", {source} labels") + discovery + replay + supervised + consolidation
 
 
 def _cells(record: Record, body: dict) -> str:
