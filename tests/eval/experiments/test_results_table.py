@@ -95,6 +95,25 @@ def test_the_committed_table_is_the_committed_results():
     folder = REPO / "docs" / "results"
     assert rt.check(folder / "README.md", rt.table(folder)) == ""
     assert rt.check(REPO / "README.md", rt.headline(folder), rt.HEADLINE_BEGIN, rt.HEADLINE_END) == ""
+    for readme in (folder / "README.md", REPO / "README.md"):  # every other generated block a page has
+        text = readme.read_text()
+        for begin, end, make in rt.BLOCKS:
+            if begin in text:
+                assert rt.check(readme, make(folder), begin, end) == "", (readme, begin)
+
+
+def test_the_goals_block_is_read_off_the_headline_result(tmp_path):
+    from tests.eval.experiments.test_goals import MET
+
+    (tmp_path / "test_time_gain.json").write_text(json.dumps(MET))
+    readme = tmp_path / "README.md"
+    readme.write_text(f"# R\n\n{rt.GOALS_BEGIN}\n{rt.GOALS_END}\n")
+    assert rt.write(readme, tmp_path) == 1
+    assert "13 of 13 met" in readme.read_text()
+    assert rt.check(readme, rt.goals_table(tmp_path), rt.GOALS_BEGIN, rt.GOALS_END) == ""
+    (tmp_path / "test_time_gain.json").write_text(json.dumps({**MET, "gain": 0.1}))  # the result changed, the page not
+    assert "out of date" in rt.check(readme, rt.goals_table(tmp_path), rt.GOALS_BEGIN, rt.GOALS_END)
+    assert "| gain | >= +0.13 | 0.1 | **no** |" in rt.goals_table(tmp_path)
 
 
 def test_write_fills_the_blocks_and_check_then_passes(tmp_path):

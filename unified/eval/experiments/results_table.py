@@ -10,7 +10,8 @@ the per-problem outcomes do not give (its gain per seed, its flips) is an error:
 only printed from results that agree with themselves.
 
 `--check FILE` compares the table with the block between `<!-- results-table -->` and
-`<!-- /results-table -->` in FILE and exits 1, with one line, when they differ (the test
+`<!-- /results-table -->` in FILE (and the headline rows, `<!-- headline -->`, and the
+confirm result's goals, `<!-- goals -->`, where FILE has those blocks) and exits 1, with one line, when they differ (the test
 suite runs it on docs/results/README.md and on the front-page README.md, which shows the same
 table, so neither can drift from the JSONs); without it the table is printed.
 """
@@ -22,6 +23,8 @@ import json
 import sys
 from pathlib import Path
 
+from unified.eval.experiments.goals import goals as read_goals
+from unified.eval.experiments.goals import table as goals_markdown
 from unified.eval.experiments.record import REPO, Inconsistent, Record, stated
 from unified.eval.gain_stats import flips, mcnemar_exact_p
 
@@ -166,7 +169,15 @@ def headline(folder: Path) -> str:
     return "\n".join([HEADLINE_HEADER, *rows])
 
 
-BLOCKS = ((BEGIN, END, table), (HEADLINE_BEGIN, HEADLINE_END, headline))
+GOALS_BEGIN, GOALS_END = "<!-- goals -->", "<!-- /goals -->"
+
+
+def goals_table(folder: Path) -> str:
+    """The headline result's goals (issue 58's targets, `goals.py`), read off `test_time_gain.json`."""
+    return goals_markdown(read_goals(json.loads((folder / "test_time_gain.json").read_text())))
+
+
+BLOCKS = ((BEGIN, END, table), (HEADLINE_BEGIN, HEADLINE_END, headline), (GOALS_BEGIN, GOALS_END, goals_table))
 
 
 def check(readme: Path, expected: str, begin: str = BEGIN, end: str = END) -> str:
