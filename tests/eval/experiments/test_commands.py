@@ -28,6 +28,8 @@ def test_the_claims_are_here():
 @pytest.mark.parametrize("name", COMMANDS)
 def test_help_works(name, monkeypatch, capsys):
     monkeypatch.setattr(sys, "argv", [name, "--help"])
+    # run as a script would be: a module another command imported first would run twice (runpy warns)
+    monkeypatch.delitem(sys.modules, f"unified.eval.experiments.{name}", raising=False)
     with pytest.raises(SystemExit) as done:
         runpy.run_module(f"unified.eval.experiments.{name}", run_name="__main__")
     assert done.value.code == 0 and "usage:" in capsys.readouterr().out
