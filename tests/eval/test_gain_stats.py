@@ -43,6 +43,17 @@ def test_summary_pools_seeds():
     assert s["per_seed"][0]["flips_gained"] == 1 and s["per_seed"][1]["flips_lost"] == 1
 
 
+def test_a_problem_no_evaluation_could_score_is_left_out_of_every_figure():
+    """MBPP+ v0.1's Mbpp/793 has no plus inputs: every evaluation scores it None. The summary
+    (the confirm run's collect step) must give the figures of the other problems, not fail."""
+    after = {**CONTROL, "a": 1}
+    with_none = summary({**CONTROL, "x": None}, {0: {**after, "x": None}, 1: {**CONTROL, "x": None}})
+    without = summary(CONTROL, {0: after, 1: CONTROL})
+    assert with_none == without and with_none["gain_per_seed"][0] == pytest.approx(1 / 5)
+    # scored in the control but not after (or the other way round): left out too, like Record.aligned
+    assert summary({**CONTROL, "x": 1.0}, {0: {**after, "x": None}, 1: {**CONTROL, "x": 1.0}}) == without
+
+
 def test_mcnemar_is_per_seed_against_hand_computed_values():
     from unified.eval.gain_stats import summary
 

@@ -191,8 +191,13 @@ def noisy_problems(repeats: Sequence[Mapping[str, float]]) -> list[str]:
 def summary(control: Mapping[str, float], seeds: Mapping[int, Mapping[str, float]], noisy: Sequence[str] = ()) -> dict:
     """The keys the test-time result reports: per seed (`per_seed`: gain, flips, McNemar p
     against the control) and over seeds; `noisy` problems (`noisy_problems`) are left out of
-    every figure and listed."""
-    control = {i: v for i, v in control.items() if i not in set(noisy)}
+    every figure and listed, and so is a problem some evaluation could not score (None: MBPP+
+    v0.1's Mbpp/793 has no plus inputs), as `Record.aligned` and `_differences` leave it out."""
+    drop = set(noisy)
+    control = {
+        i: v for i, v in control.items() if i not in drop and v is not None and all(a.get(i) is not None for a in seeds.values())
+    }
+    seeds = {s: {i: a[i] for i in control} for s, a in seeds.items()}
     per_seed = {}
     for s, after in seeds.items():
         g, lost = flips(control, after)
