@@ -169,3 +169,10 @@ def test_a_filtered_row_is_recomputed_from_the_select_visible_outcomes():
     with pytest.raises(rt.Inconsistent, match="r.json"):
         rt.select_row("r.json", {**body, "select_visible": {**body["select_visible"], "flips_gained": 6}})
     assert rt.select_row("r.json", {"rounds": 3}) is None  # no filtered evaluation: no row
+    unscored = {
+        **body["select_visible"],
+        "per_problem_control": {**before, "X/1": None},
+        "per_problem_after": {**after, "X/1": None},
+    }
+    cells = [c.strip() for c in rt.select_row("r.json", {**body, "select_visible": unscored}).strip("|").split("|")]
+    assert cells[1] == "mbpp 10" and cells[4:6] == ["0.200", "0.800"]  # a problem nobody could score counts nowhere

@@ -103,10 +103,11 @@ def select_row(name: str, body: dict) -> str | None:
             f"{name}: select_visible states +{block.get('flips_gained')}/-{block.get('flips_lost')}, "
             f"per problem +{gained}/-{lost}"
         )
-    rate = lambda d: sum(1 for v in d.values() if v) / len(d)  # noqa: E731
+    scored = [i for i in before if before[i] is not None and after[i] is not None]  # as pass@1 counts
+    rate = lambda d: sum(1 for i in scored if d[i]) / len(scored)  # noqa: E731
     return (
         f"| `{name}` (filtered by the visible examples, n={block.get('n')}, seed {block.get('seed', 0)}) | "
-        f"{body.get('benchmark', 'mbpp')} {len(before)} | as trained | {body.get('rounds')} | {rate(before):.3f} | "
+        f"{body.get('benchmark', 'mbpp')} {len(scored)} | as trained | {body.get('rounds')} | {rate(before):.3f} | "
         f"{rate(after):.3f} | +{gained} / -{lost} | {_p(mcnemar_exact_p(gained, lost))} | - |"
     )
 
