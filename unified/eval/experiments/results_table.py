@@ -134,8 +134,14 @@ def table(folder: Path) -> str:
 # HEADLINE_BEGIN and HEADLINE_END, written by `--write README.md`.
 HEADLINE = (
     (
-        "the default 2026-11-28/29: the self-play mix, groups of 8, 32 samples where none passed yet, replay, the supervised term (3 seeds, AMD EPYC)",
+        "**the confirm split**, 94 problems no decision saw: the default since 2026-11-29 (the self-play mix, groups of 8, "
+        "32 samples in round 1 where none passed yet, the supervised term, consolidation; 5 seeds, Intel Xeon)",
         "test_time_gain.json",
+    ),
+    (
+        "exploratory, on the 100 problems that chose it: the default of 2026-11-28 (the self-play mix, groups of 8, "
+        "32 samples where none passed yet, replay, the supervised term; 3 seeds, AMD EPYC)",
+        "test_time_gain_report_2026-11-28.json",
     ),
     (
         "the self-play mix, groups of 8 alone: the default until 2026-11-28 (3 seeds, AMD EPYC)",
