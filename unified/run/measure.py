@@ -136,5 +136,5 @@ def verdict(before: float | None, after: float, problems: int) -> str:
         return head
     return (
         f"{head}. {problems} problems cannot show a gain (one problem moves pass@1 by {1 / max(problems, 1):.2f}); "
-        "the measured gain, 100 problems x 3 seeds against the untrained control, is in docs/results/README.md"
+        "the measured gain (5 seeds on 94 problems no decision saw, against the untrained control) is in docs/results/README.md"
     )
