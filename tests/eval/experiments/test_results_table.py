@@ -116,6 +116,15 @@ def test_the_goals_block_is_read_off_the_headline_result(tmp_path):
     assert "| gain | >= +0.13 | 0.1 | **no** |" in rt.goals_table(tmp_path)
 
 
+def test_the_headline_states_the_planned_interval_where_the_result_has_it(tmp_path, monkeypatch):
+    body = _result([0, 0, 1, 0], [[1, 0, 1, 0]])
+    (tmp_path / "a.json").write_text(json.dumps(body))
+    (tmp_path / "b.json").write_text(json.dumps({**body, "ci95_problems_seeds": [-0.123, 0.456]}))
+    monkeypatch.setattr(rt, "HEADLINE", (("a", "a.json"), ("b", "b.json")))
+    rows = rt.headline(tmp_path).splitlines()[2:]
+    assert "[-0.123, +0.456]" in rows[1] and "[-0.123, +0.456]" not in rows[0]
+
+
 def test_write_fills_the_blocks_and_check_then_passes(tmp_path):
     (tmp_path / "test_time_gain_x.json").write_text(json.dumps(_result([0, 0, 1, 0], [[1, 0, 1, 0]])))
     readme = tmp_path / "README.md"
