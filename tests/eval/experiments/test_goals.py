@@ -60,3 +60,9 @@ def test_what_was_reached_is_said():
     result["per_seed"]["3"]["mcnemar_p"] = 0.2
     row = next(r for r in goals(result)["rows"] if r["goal"] == "every seed's McNemar p")
     assert row["reached"].startswith("max 0.2") and not row["met"]
+
+
+def test_a_tiny_p_is_not_rounded_to_zero():
+    result = {**copy.deepcopy(MET), "permutation_p": 1.99998e-05, "gain": 0.18924731}
+    rows = {r["goal"]: r["reached"] for r in goals(result)["rows"]}
+    assert rows["permutation_p"] == 2e-05 and rows["gain"] == 0.1892

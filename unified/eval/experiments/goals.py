@@ -88,7 +88,7 @@ def goals(result: dict) -> dict:
     for name, target, read in GOALS:
         reached, met = read(result)
         if isinstance(reached, float):
-            reached = round(reached, 4)
+            reached = float(f"{reached:.4g}")  # significant digits: a p of 2e-05 must not read 0.0
         if isinstance(reached, dict):
             reached = f"{len(reached)} seeds, median {statistics.median(reached.values()):.0f}" if reached else None
         rows.append({"goal": name, "target": target, "reached": reached, "met": bool(met)})
