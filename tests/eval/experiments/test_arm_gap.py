@@ -114,3 +114,18 @@ def test_time_to_goal_sums_the_rounds_before_the_first_evaluation_at_control_plu
     # round 1's own evaluation is the untrained model: a lucky 0.18 there is not a gain
     lucky = [dict(rounds[0], **{"eval/pass@1": 0.18}), *rounds[1:]]
     assert to_goal({"metrics_per_round": lucky, "pass_at_1_after": 0.0}, 0.08)["after_rounds"] == 2
+
+
+def test_time_to_goal_says_which_steps_the_minutes_went_to():
+    rounds = [
+        {"eval/pass@1": 0.08, "time/round": 600.0, "time/phase_1_4": 420.0, "time/phase_5": 120.0, "time/consolidation": 60.0},
+        {"eval/pass@1": 0.18, "time/round": 300.0, "time/phase_1_4": 120.0, "time/phase_5": 120.0, "time/consolidation": 60.0},
+    ]
+    reached = to_goal({"metrics_per_round": rounds, "pass_at_1_after": 0.2}, 0.08)
+    assert reached["after_rounds"] == 1 and reached["minutes"] == 10.0
+    assert reached["minutes_by_step"] == {"phase_1_4": 7.0, "phase_5": 2.0, "consolidation": 1.0}  # round 1 only
+    no_consolidation = [{k: v for k, v in r.items() if k != "time/consolidation"} for r in rounds]
+    assert to_goal({"metrics_per_round": no_consolidation, "pass_at_1_after": 0.2}, 0.08)["minutes_by_step"] == {
+        "phase_1_4": 7.0,
+        "phase_5": 2.0,
+    }

@@ -245,7 +245,12 @@ def test_the_planned_keys_come_from_the_runs_metrics_and_outcomes():
         },
     ]
     # control 0.05 + 0.10: round 2's start (after 1 trained round, 10 minutes) reaches 0.20
-    assert out["to_goal"]["per_seed"]["0"] == {"after_rounds": 1, "pass_at_1": 0.20, "minutes": 10.0}
+    assert out["to_goal"]["per_seed"]["0"] == {
+        "after_rounds": 1,
+        "pass_at_1": 0.20,
+        "minutes": 10.0,
+        "minutes_by_step": {"consolidation": 0.8},  # the fixture's rounds time their consolidation alone
+    }
     assert out["to_goal"]["median_minutes"] == 10.0
     assert out["generated_tokens_per_gained_problem"] == {"0": 1000.0, "1": 1000.0, "2": None}
     assert out["sample_filter_baseline"] == {

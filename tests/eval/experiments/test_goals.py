@@ -66,3 +66,11 @@ def test_a_tiny_p_is_not_rounded_to_zero():
     result = {**copy.deepcopy(MET), "permutation_p": 1.99998e-05, "gain": 0.18924731}
     rows = {r["goal"]: r["reached"] for r in goals(result)["rows"]}
     assert rows["permutation_p"] == 2e-05 and rows["gain"] == 0.1892
+
+
+def test_an_unmet_time_goal_says_where_the_minutes_went():
+    result = copy.deepcopy(MET)
+    steps = {"phase_1_4": 25.0, "phase_5": 4.0, "consolidation": 5.0}
+    result["to_goal"] = {"median_minutes": 34.0, "per_seed": {"0": {"minutes": 34.0, "minutes_by_step": steps}, "1": None}}
+    row = next(r for r in goals(result)["rows"] if r["goal"] == "to_goal, median seed")
+    assert row["reached"] == "34.0 min (phases 1-4 25.0, phase 5 4.0, consolidation 5.0)" and not row["met"]

@@ -77,22 +77,33 @@ def arm_block(result: dict) -> dict:
 GOAL_MARGIN = 0.10  # the issue's goal: control + 0.10 within 15 minutes of rounds on 2 cores
 
 
+STEPS = ("phase_1_4", "phase_5", "consolidation")  # a round's timed steps (`time/<step>` in its metrics)
+
+
 def to_goal(seed: dict, control: float, margin: float = GOAL_MARGIN) -> dict | None:
     """When one seed's run first reached `control + margin`: each round's own greedy pass@1 at its
     start (`eval/pass@1` of round k: the weights after k - 1 rounds), then the seed's evaluation
     after the last round. `after_rounds` trained rounds, `minutes` their `time/round` summed (the
-    evaluation that saw it not counted); None: never, or the run recorded no rounds."""
+    evaluation that saw it not counted), and where the rounds timed their steps, `minutes_by_step`:
+    the same minutes per step (phases 1-4, phase 5, consolidation), what a lever would have to
+    shorten; None: never, or the run recorded no rounds."""
     rounds = seed.get("metrics_per_round") or []
     if not rounds:
         return None
     points = [(k, r.get("eval/pass@1")) for k, r in enumerate(rounds[1:], start=1)] + [(len(rounds), seed.get("pass_at_1_after"))]
     for trained, score in points:
         if score is not None and score >= control + margin - 1e-9:
-            return {
+            reached = {
                 "after_rounds": trained,
                 "pass_at_1": score,
                 "minutes": round(sum(r.get("time/round") or 0.0 for r in rounds[:trained]) / 60, 1),
             }
+            steps = {
+                step: round(sum(r.get(f"time/{step}") or 0.0 for r in rounds[:trained]) / 60, 1)
+                for step in STEPS
+                if any(f"time/{step}" in r for r in rounds[:trained])
+            }
+            return {**reached, "minutes_by_step": steps} if steps else reached
     return None
 
 
