@@ -153,6 +153,9 @@ def test_the_front_page_picture_is_drawn_from_the_json(tmp_path):
     assert summary_plot.curves(json.loads(result.read_text())) == {0: [(0, 0.5), (1, 0.5), (2, 1.0)]}  # seed 1: no rounds
     out = summary_plot.plot(result, tmp_path / "s.png")
     assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert summary_plot.drawn_from(out) == summary_plot.source(result)
+    result.write_text(result.read_text().replace('"rounds": 2', '"rounds": 2, "note": 1'))  # the result changed, the picture not
+    assert summary_plot.drawn_from(out) != summary_plot.source(result)
     curve = tmp_path / "c.json"
     curve.write_text(json.dumps({"problems": ["a", "b"], "curve": [{"round": 0, "pass_at_1": 0.5}]}))
     with pytest.raises(UserError, match="no per-seed outcomes"):
@@ -165,6 +168,15 @@ def test_the_front_page_picture_defaults_to_the_headline_result():
     args = summary_plot.parser().parse_args([])
     assert args.result == summary_plot.REPO / "docs" / "results" / "test_time_gain.json"
     assert args.output == summary_plot.REPO / "docs" / "summary.png"
+
+
+def test_the_committed_picture_is_drawn_from_the_committed_headline_result():
+    """Redraw docs/summary.png (`python -m unified.eval.experiments.summary_plot`) whenever
+    test_time_gain.json changes: the picture names the digest of the result it was drawn from."""
+    from unified.eval.experiments import summary_plot
+
+    args = summary_plot.parser().parse_args([])
+    assert summary_plot.drawn_from(args.output) == summary_plot.source(args.result)
 
 
 def test_a_gain_result_without_a_finished_seed_still_writes(tmp_path):

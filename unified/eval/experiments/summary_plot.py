@@ -14,6 +14,7 @@ name the file. No timings: the picture shows what was learned, not how fast.
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import os
 import sys
@@ -31,6 +32,20 @@ def load(path: Path) -> dict:
         return json.loads(path.read_text())
     except (OSError, ValueError) as e:
         raise UserError(f"cannot read {path} as a result JSON ({e}); give one written by unified.eval.experiments.gain") from None
+
+
+def source(result: Path) -> str:
+    """What a picture was drawn from, stored in the PNG (`Source`): the result's name and the
+    digest of its bytes, so a picture left behind by a changed result is found (the tests)."""
+    return f"{result.name} sha256:{hashlib.sha256(result.read_bytes()).hexdigest()}"
+
+
+def drawn_from(png: Path) -> str | None:
+    """The `Source` a picture was drawn from (`source`), None for one drawn without it."""
+    from PIL import Image
+
+    with Image.open(png) as image:
+        return image.info.get("Source")
 
 
 def plot(result: Path, out: Path) -> Path:
@@ -53,7 +68,7 @@ def plot(result: Path, out: Path) -> Path:
         fig.tight_layout()
         tmp = out.with_name(f".{out.stem}.tmp{os.getpid()}.png")
         out.parent.mkdir(parents=True, exist_ok=True)
-        fig.savefig(tmp, dpi=100, format="png")
+        fig.savefig(tmp, dpi=100, format="png", metadata={"Source": source(result)})
         os.replace(tmp, out)
     finally:
         plt.close(fig)
