@@ -167,7 +167,7 @@ def headline(folder: Path) -> str:
         record = Record.read(name, body)
         _cells(record, body)  # the JSON agrees with itself, or Inconsistent
         # the planned interval (problems and seeds resampled, `planned.py`) where the result has it, else
-        # the problems-only bootstrap every earlier result states: a seed-to-seed spread is never left out
+        # the problems-only bootstrap every earlier result states (the header says which)
         figures, ci = record.figures(), body.get("ci95_problems_seeds") or stated(body)["ci95"]
         rows.append(
             f"| {label} | {record.benchmark} {len(record.aligned()[0])} | {record.control_pass_at_1():.2f} -> "
